@@ -1,0 +1,5 @@
+import sys
+
+from autellix.cli import main
+
+sys.exit(main())
