@@ -1,0 +1,79 @@
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.core.program import ProgramLedger, ServiceAggregation
+
+calls = st.lists(
+    st.tuples(st.sampled_from(["main", "t1", "t2", "t3"]), st.floats(0, 100, allow_nan=False),
+              st.floats(0, 100, allow_nan=False)),
+    max_size=30,
+)
+
+
+def _replay(events, aggregation):
+    ledger = ProgramLedger("p")
+    for t in ("t1", "t2", "t3"):
+        ledger.fork_thread(t, "main")
+    for i, (thread, service, wait) in enumerate(events):
+        ledger.complete_call(f"c{i}", thread, service, wait, None, aggregation)
+    return ledger
+
+
+@given(calls)
+def test_plas_service_is_the_sum(events):
+    ledger = _replay(events, ServiceAggregation.SUM)
+    assert abs(ledger.service_s - sum(s for _, s, _ in events)) < 1e-6
+    assert abs(ledger.wait_s - sum(w for _, _, w in events)) < 1e-6
+
+
+@given(calls)
+def test_atlas_service_is_the_max_thread_service(events):
+    ledger = _replay(events, ServiceAggregation.CRITICAL_PATH)
+    expected = {t: 0.0 for t in ("main", "t1", "t2", "t3")}
+    for thread, service, _ in events:
+        expected[thread] += service
+    assert abs(ledger.service_s - max(expected.values(), default=0.0)) < 1e-6
+    assert ledger.service_s == max(ledger.thread_service_s.values(), default=0.0)
+
+
+@given(calls, st.randoms(use_true_random=False))
+def test_duplicates_never_count_twice(events, rnd: random.Random):
+    ledger = _replay(events, ServiceAggregation.SUM)
+    before = (ledger.service_s, ledger.wait_s)
+    for i, (thread, service, wait) in enumerate(events):
+        if rnd.random() < 0.5:
+            assert not ledger.complete_call(f"c{i}", thread, service, wait, None, ServiceAggregation.SUM)
+    assert (ledger.service_s, ledger.wait_s) == before
+
+
+def test_fork_starts_from_parent_service():
+    ledger = ProgramLedger("p")
+    ledger.complete_call("c0", "main", 3.0, 0.0, None, ServiceAggregation.CRITICAL_PATH)
+    ledger.fork_thread("a", "main")
+    ledger.fork_thread("b", "main")
+    ledger.complete_call("c1", "a", 2.0, 0.0, 3.0, ServiceAggregation.CRITICAL_PATH)
+    ledger.complete_call("c2", "b", 5.0, 0.0, 3.0, ServiceAggregation.CRITICAL_PATH)
+    assert ledger.thread_service("a") == 5.0
+    assert ledger.service_s == 8.0  # the critical path: 3 + 5, not the sum 10
+
+
+def test_promotion_resets_and_stale_base_is_ignored():
+    ledger = ProgramLedger("p")
+    ledger.complete_call("c0", "main", 10.0, 50.0, None, ServiceAggregation.CRITICAL_PATH)
+    epoch_at_submit = ledger.epoch
+    base_at_submit = ledger.thread_service("main")
+    ledger.promote()
+    assert (ledger.service_s, ledger.wait_s, ledger.promotions) == (0.0, 0.0, 1)
+    # a call submitted before the promotion must not drag the old service back in
+    ledger.complete_call("c1", "main", 1.0, 0.0, base_at_submit, ServiceAggregation.CRITICAL_PATH,
+                         submit_epoch=epoch_at_submit)
+    assert ledger.service_s == 1.0
+
+
+def test_negative_service_is_rejected():
+    import pytest
+
+    with pytest.raises(ValueError):
+        ProgramLedger("p").complete_call("c", "main", -1.0, 0.0, None, ServiceAggregation.SUM)
