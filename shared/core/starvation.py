@@ -33,3 +33,60 @@ def should_promote(cfg: StarvationConfig, program_wait_s: float, program_service
         return False
     ratio = starvation_ratio(program_wait_s, program_service_s, call_wait_s, call_service_s, cfg.min_service_s)
     return ratio >= cfg.beta
+
+
+@dataclass(frozen=True)
+class WaitingCall:
+    """One queued call as an engine's queue snapshot reports it."""
+
+    program_id: str
+    call_wait_s: float
+    call_service_s: float
+
+
+@dataclass(frozen=True)
+class ProgramTotals:
+    wait_s: float  # W_p over completed calls
+    service_s: float  # S_p
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    program_id: str
+    ratio: float
+    reason: str
+
+
+def plan_promotions(
+    cfg: StarvationConfig,
+    waiting: list[WaitingCall],
+    programs: dict[str, ProgramTotals],
+    now_s: float,
+    last_promoted_s: dict[str, float],
+    cooldown_s: float,
+) -> list[PromotionDecision]:
+    """Cluster-wide anti-starvation: which programs to promote now.
+
+    A program is judged by its worst-waiting queued call. A program promoted less than
+    `cooldown_s` ago is left alone so a promotion and the next demotion cannot ping-pong.
+    Decisions are sorted by program id for determinism.
+    """
+    if cfg.beta is None:
+        return []
+    worst: dict[str, WaitingCall] = {}
+    for call in waiting:
+        cur = worst.get(call.program_id)
+        if cur is None or call.call_wait_s > cur.call_wait_s:
+            worst[call.program_id] = call
+    decisions = []
+    for program_id in sorted(worst):
+        last = last_promoted_s.get(program_id)
+        if last is not None and now_s - last < cooldown_s:
+            continue
+        call = worst[program_id]
+        totals = programs.get(program_id, ProgramTotals(0.0, 0.0))
+        ratio = starvation_ratio(totals.wait_s, totals.service_s, call.call_wait_s, call.call_service_s,
+                                 cfg.min_service_s)
+        if ratio >= cfg.beta:
+            decisions.append(PromotionDecision(program_id, ratio, f"wait/service {ratio:.2f} >= beta {cfg.beta}"))
+    return decisions

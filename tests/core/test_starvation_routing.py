@@ -45,3 +45,15 @@ def test_no_engine_and_bad_router_names_are_clear_errors():
         choose_engine(RouterName.LOCALITY, {}, 1, None, 0)
     with pytest.raises(ValueError, match="locality, least-loaded, round-robin"):
         parse_router("random")
+
+
+def test_plan_promotions_uses_worst_call_and_cooldown():
+    from shared.core.starvation import ProgramTotals, WaitingCall, plan_promotions
+
+    cfg = StarvationConfig(beta=3.0, min_service_s=1.0)
+    waiting = [WaitingCall("a", 1.0, 0.0), WaitingCall("a", 40.0, 0.0), WaitingCall("b", 2.0, 0.0)]
+    totals = {"a": ProgramTotals(0.0, 10.0), "b": ProgramTotals(0.0, 10.0)}
+    decisions = plan_promotions(cfg, waiting, totals, now_s=100.0, last_promoted_s={}, cooldown_s=5.0)
+    assert [d.program_id for d in decisions] == ["a"]
+    assert plan_promotions(cfg, waiting, totals, 100.0, {"a": 97.0}, 5.0) == []
+    assert plan_promotions(StarvationConfig(beta=None), waiting, totals, 100.0, {}, 5.0) == []
