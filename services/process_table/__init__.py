@@ -1,0 +1,1 @@
+"""The process table service: the global program table in PostgreSQL, fed by call completions."""

@@ -1,0 +1,165 @@
+"""SQL for the process table. Every function runs inside a transaction its caller owns.
+
+Completions are applied set-based: one statement per step for the whole batch (arrays through
+`unnest`), whatever the batch size:
+1. create programs nobody opened (default tenant),
+2. insert the calls with ON CONFLICT DO NOTHING; RETURNING names the fresh ones (idempotency),
+3. lock the touched programs (sorted, FOR NO KEY UPDATE: does not conflict with the FK checks of
+   step 2, so two consumers cannot deadlock on one program),
+4. read the touched threads, 5. fold in Python with the core's ledger (`fold.py`),
+6. write programs and threads back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.process_table.fold import Completion, ProgramRow, fold_completions, threads_needed
+from services.process_table.models import DEFAULT_TENANT_ID
+from services.process_table.views import ServiceUpdate
+from shared.core.program import ServiceAggregation
+
+
+def _dedupe(completions: list[Completion]) -> list[Completion]:
+    seen: set[str] = set()
+    unique = []
+    for c in completions:
+        if c.call_id not in seen:
+            seen.add(c.call_id)
+            unique.append(c)
+    return unique
+
+
+async def apply_completions(conn: AsyncConnection, completions: list[Completion]) -> list[ServiceUpdate]:
+    """Apply a batch in delivery order; duplicates (in the batch or already stored) change nothing."""
+    batch = _dedupe(completions)
+    if not batch:
+        return []
+    program_ids = sorted({c.program_id for c in batch})
+    await conn.execute(
+        text("""INSERT INTO programs (id, tenant_id) SELECT unnest(CAST(:ids AS text[])), :tenant
+                ON CONFLICT (id) DO NOTHING"""),
+        {"ids": program_ids, "tenant": DEFAULT_TENANT_ID},
+    )
+    ordered = sorted(batch, key=lambda c: c.call_id)  # a fixed lock order across consumers
+    inserted = await conn.execute(
+        text("""INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens,
+                    output_tokens, prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s,
+                    submitted_at, completed_at)
+                SELECT u.call_id, u.program_id, u.thread_id, u.service_s, u.wait_s, u.prompt_tokens,
+                    u.output_tokens, u.prefix_hit_tokens, u.engine_id, u.submit_epoch, u.base_s,
+                    to_timestamp(u.submitted_s), to_timestamp(u.completed_s)
+                FROM unnest(CAST(:call_id AS text[]), CAST(:program_id AS text[]), CAST(:thread_id AS text[]),
+                    CAST(:service_s AS float8[]), CAST(:wait_s AS float8[]), CAST(:prompt AS int[]),
+                    CAST(:output AS int[]), CAST(:prefix AS int[]), CAST(:engine AS text[]),
+                    CAST(:epoch AS int[]), CAST(:base AS float8[]), CAST(:submitted AS float8[]),
+                    CAST(:completed AS float8[]))
+                    AS u(call_id, program_id, thread_id, service_s, wait_s, prompt_tokens, output_tokens,
+                         prefix_hit_tokens, engine_id, submit_epoch, base_s, submitted_s, completed_s)
+                ON CONFLICT (call_id) DO NOTHING
+                RETURNING call_id"""),
+        {
+            "call_id": [c.call_id for c in ordered],
+            "program_id": [c.program_id for c in ordered],
+            "thread_id": [c.thread_id for c in ordered],
+            "service_s": [c.service_s for c in ordered],
+            "wait_s": [c.wait_s for c in ordered],
+            "prompt": [c.prompt_tokens for c in ordered],
+            "output": [c.output_tokens for c in ordered],
+            "prefix": [c.prefix_hit_tokens for c in ordered],
+            "engine": [c.engine_id for c in ordered],
+            "epoch": [c.submit_epoch for c in ordered],
+            "base": [c.thread_service_at_submit_s for c in ordered],
+            "submitted": [c.submitted_at_s for c in ordered],
+            "completed": [c.completed_at_s for c in ordered],
+        },
+    )
+    fresh_ids = set(inserted.scalars().all())
+    fresh = [c for c in batch if c.call_id in fresh_ids]  # back in delivery order
+    if not fresh:
+        return []
+    by_program: dict[str, list[Completion]] = defaultdict(list)
+    for c in fresh:
+        by_program[c.program_id].append(c)
+    rows = await _lock_programs(conn, sorted(by_program))
+    await _load_threads(conn, rows, by_program)
+    updates = []
+    new_rows, thread_writes, engines = [], [], []
+    for program_id, calls in by_program.items():
+        result = fold_completions(rows[program_id], calls)
+        new_rows.append(result.row)
+        engines.append(next((c.engine_id for c in calls if c.engine_id), None))
+        for thread_id, (service_s, parent) in result.changed_threads.items():
+            thread_writes.append((program_id, thread_id, parent, service_s))
+        updates.append(ServiceUpdate(
+            program_id=program_id, service_s=result.row.service_s, wait_s=result.row.wait_s,
+            epoch=result.row.epoch, promotions=result.row.promotions,
+            num_completed_calls=result.row.num_completed_calls,
+            thread_service_s={t: s for t, (s, _) in result.changed_threads.items()},
+            applied_call_ids=[c.call_id for c in calls],
+        ))
+    await _write_programs(conn, new_rows, engines)
+    await _write_threads(conn, thread_writes)
+    return updates
+
+
+async def _lock_programs(conn: AsyncConnection, program_ids: list[str]) -> dict[str, ProgramRow]:
+    result = await conn.execute(
+        text("""SELECT id, aggregation, service_s, wait_s, epoch, promotions, num_completed_calls
+                FROM programs WHERE id = ANY(CAST(:ids AS text[])) ORDER BY id FOR NO KEY UPDATE"""),
+        {"ids": program_ids},
+    )
+    return {
+        r.id: ProgramRow(program_id=r.id, aggregation=ServiceAggregation(r.aggregation), service_s=r.service_s,
+                         wait_s=r.wait_s, epoch=r.epoch, promotions=r.promotions,
+                         num_completed_calls=r.num_completed_calls)
+        for r in result
+    }
+
+
+async def _load_threads(conn: AsyncConnection, rows: dict[str, ProgramRow],
+                        by_program: dict[str, list[Completion]]) -> None:
+    keys = [(p, t) for p, calls in by_program.items() for t in threads_needed(calls)]
+    result = await conn.execute(
+        text("""SELECT t.program_id, t.thread_id, t.service_s FROM threads t
+                JOIN unnest(CAST(:p AS text[]), CAST(:t AS text[])) AS k(p, t)
+                  ON t.program_id = k.p AND t.thread_id = k.t"""),
+        {"p": [k[0] for k in keys], "t": [k[1] for k in keys]},
+    )
+    for r in result:
+        rows[r.program_id].thread_service_s[r.thread_id] = r.service_s
+
+
+async def _write_programs(conn: AsyncConnection, rows: list[ProgramRow], engines: list[str | None]) -> None:
+    await conn.execute(
+        text("""UPDATE programs p SET service_s = u.service_s, wait_s = u.wait_s,
+                    num_completed_calls = u.num_calls, last_active_at = now(),
+                    primary_engine = COALESCE(p.primary_engine, u.engine)
+                FROM unnest(CAST(:id AS text[]), CAST(:service_s AS float8[]), CAST(:wait_s AS float8[]),
+                    CAST(:num_calls AS int[]), CAST(:engine AS text[])) AS u(id, service_s, wait_s, num_calls, engine)
+                WHERE p.id = u.id"""),
+        {
+            "id": [r.program_id for r in rows],
+            "service_s": [r.service_s for r in rows],
+            "wait_s": [r.wait_s for r in rows],
+            "num_calls": [r.num_completed_calls for r in rows],
+            "engine": engines,
+        },
+    )
+
+
+async def _write_threads(conn: AsyncConnection, writes: list[tuple[str, str, str | None, float]]) -> None:
+    if not writes:
+        return
+    await conn.execute(
+        text("""INSERT INTO threads (program_id, thread_id, parent_thread_id, service_s)
+                SELECT * FROM unnest(CAST(:p AS text[]), CAST(:t AS text[]), CAST(:parent AS text[]),
+                    CAST(:s AS float8[]))
+                ON CONFLICT (program_id, thread_id) DO UPDATE SET service_s = EXCLUDED.service_s,
+                    parent_thread_id = COALESCE(threads.parent_thread_id, EXCLUDED.parent_thread_id)"""),
+        {"p": [w[0] for w in writes], "t": [w[1] for w in writes], "parent": [w[2] for w in writes],
+         "s": [w[3] for w in writes]},
+    )

@@ -1,0 +1,95 @@
+"""SQL for session lifecycle: open, close, look up, expire idle ones, promote (anti-starvation).
+
+Every function runs inside a transaction its caller owns.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.process_table.models import DEFAULT_TENANT_ID, CloseReason, ProgramState
+from services.process_table.views import (
+    PROGRAM_COLUMNS,
+    ProgramClosed,
+    ProgramNotFound,
+    ProgramView,
+    program_view,
+)
+from shared.core.program import ServiceAggregation
+
+
+async def lookup(conn: AsyncConnection, program_id: str) -> ProgramView:
+    row = (await conn.execute(text(f"SELECT {PROGRAM_COLUMNS} FROM programs p WHERE p.id = :id"),
+                              {"id": program_id})).first()
+    if row is None:
+        raise ProgramNotFound(program_id)
+    threads = await conn.execute(
+        text("SELECT thread_id, service_s FROM threads WHERE program_id = :id ORDER BY thread_id"),
+        {"id": program_id})
+    return program_view(row, {t.thread_id: t.service_s for t in threads})
+
+
+async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
+                       tenant_id: str = DEFAULT_TENANT_ID, name: str = "", workload_class: str = "",
+                       aggregation: str = ServiceAggregation.CRITICAL_PATH.value) -> ProgramView:
+    """Idempotent on the id: re-opening an open session returns it; a closed one is refused."""
+    ServiceAggregation(aggregation)  # ValueError for an unknown mode
+    program_id = program_id or uuid.uuid4().hex
+    await conn.execute(text("INSERT INTO tenants (id, name) VALUES (:id, :id) ON CONFLICT (id) DO NOTHING"),
+                       {"id": tenant_id})
+    await conn.execute(
+        text("""INSERT INTO programs (id, tenant_id, name, workload_class, aggregation)
+                VALUES (:id, :tenant, :name, :wc, :agg) ON CONFLICT (id) DO NOTHING"""),
+        {"id": program_id, "tenant": tenant_id, "name": name, "wc": workload_class, "agg": aggregation},
+    )
+    view = await lookup(conn, program_id)
+    if view.state != ProgramState.OPEN:
+        raise ProgramClosed(program_id)
+    return view
+
+
+async def close_session(conn: AsyncConnection, program_id: str,
+                        reason: CloseReason = CloseReason.CLIENT) -> ProgramView:
+    """Idempotent: closing a closed session returns it unchanged."""
+    await conn.execute(
+        text("""UPDATE programs SET state = :closed, close_reason = :reason, closed_at = now()
+                WHERE id = :id AND state = :open"""),
+        {"id": program_id, "closed": ProgramState.CLOSED.value, "open": ProgramState.OPEN.value,
+         "reason": reason.value},
+    )
+    return await lookup(conn, program_id)
+
+
+async def expire_idle(conn: AsyncConnection, idle_ttl_s: float) -> list[str]:
+    """Close open sessions with no activity for idle_ttl_s; returns their ids."""
+    result = await conn.execute(
+        text("""UPDATE programs SET state = :closed, close_reason = :reason, closed_at = now()
+                WHERE state = :open AND last_active_at < now() - make_interval(secs => :ttl)
+                RETURNING id"""),
+        {"closed": ProgramState.CLOSED.value, "open": ProgramState.OPEN.value,
+         "reason": CloseReason.IDLE_EXPIRED.value, "ttl": idle_ttl_s},
+    )
+    return sorted(result.scalars().all())
+
+
+async def promote(conn: AsyncConnection, program_id: str, from_epoch: int | None = None) -> ProgramView | None:
+    """Reset W, S and every thread's s_T and bump the epoch, as `ProgramLedger.promote` does.
+
+    With from_epoch, a promotion decided on an older epoch (a redelivery, or a second controller)
+    is ignored and None is returned; unknown programs raise ProgramNotFound.
+    """
+    result = await conn.execute(
+        text("""UPDATE programs SET service_s = 0, wait_s = 0, promotions = promotions + 1,
+                    epoch = epoch + 1, last_active_at = now()
+                WHERE id = :id AND (CAST(:from_epoch AS int) IS NULL OR epoch = CAST(:from_epoch AS int))
+                RETURNING id"""),
+        {"id": program_id, "from_epoch": from_epoch},
+    )
+    if result.first() is None:
+        await lookup(conn, program_id)  # raises ProgramNotFound when missing
+        return None
+    await conn.execute(text("UPDATE threads SET service_s = 0 WHERE program_id = :id"), {"id": program_id})
+    return await lookup(conn, program_id)

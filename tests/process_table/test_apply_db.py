@@ -1,0 +1,115 @@
+"""The PostgreSQL path (set-based batches) against the pure core's ledger, plus idempotency."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from services.process_table import sessions
+from services.process_table.db import create_engine
+from services.process_table.fold import Completion
+from services.process_table.repository import apply_completions
+from shared.core.program import ServiceAggregation
+from tests.process_table.sequences import (
+    Promotion,
+    random_program_events,
+    reference_fold,
+    shuffled_with_duplicates,
+    split_batches,
+    with_promotions,
+)
+
+
+@pytest.fixture
+async def engine(database_url):
+    engine = create_engine(database_url)
+    yield engine
+    await engine.dispose()
+
+
+async def _apply_units(engine, units) -> None:
+    for unit in units:
+        async with engine.begin() as conn:
+            if isinstance(unit, Promotion):
+                await sessions.promote(conn, unit.program_id)
+            else:
+                await apply_completions(conn, unit)
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_database_matches_ledger_on_random_sequences(engine, seed: int) -> None:
+    rng = random.Random(seed)
+    aggregation = {f"s{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(4)}
+    async with engine.begin() as conn:
+        for program_id, agg in aggregation.items():
+            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    events = [e for p in aggregation for e in random_program_events(rng, p, rng.randint(5, 60))]
+    steps = with_promotions(rng, shuffled_with_duplicates(rng, events), list(aggregation), 4)
+    await _apply_units(engine, split_batches(rng, steps, max_batch=50))
+    expected = reference_fold(steps, aggregation)
+    async with engine.connect() as conn:
+        for program_id, ledger in expected.items():
+            view = await sessions.lookup(conn, program_id)
+            assert view.service_s == pytest.approx(ledger.service_s, abs=1e-9)
+            assert view.wait_s == pytest.approx(ledger.wait_s, abs=1e-9)
+            assert (view.epoch, view.promotions) == (ledger.epoch, ledger.promotions)
+            assert view.num_completed_calls == len(ledger.completed_call_ids)
+            assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)
+
+
+async def test_order_independent_state_is_the_same_under_shuffles(engine) -> None:
+    """PLAS sums and ATLAS with explicit submit bases do not depend on delivery order."""
+    rng = random.Random(7)
+    finals = []
+    for attempt in range(3):
+        programs = {f"sum-{attempt}": ServiceAggregation.SUM, f"cp-{attempt}": ServiceAggregation.CRITICAL_PATH}
+        async with engine.begin() as conn:
+            for program_id, agg in programs.items():
+                await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+        base_rng = random.Random(99)  # same events every attempt, different order and duplicates
+        events = []
+        for program_id in programs:
+            for e in random_program_events(base_rng, "x", 30):
+                base = e.thread_service_at_submit_s if e.thread_service_at_submit_s is not None else 1.0
+                events.append(Completion(call_id=f"{program_id}/{e.call_id}", program_id=program_id,
+                                         thread_id=e.thread_id, service_s=e.service_s, wait_s=e.wait_s,
+                                         thread_service_at_submit_s=base))
+        stream = shuffled_with_duplicates(rng, events, dup_fraction=0.5)
+        await _apply_units(engine, split_batches(rng, stream, max_batch=20))
+        async with engine.connect() as conn:
+            views = [await sessions.lookup(conn, p) for p in programs]
+        finals.append([(round(v.service_s, 9), round(v.wait_s, 9), v.num_completed_calls) for v in views])
+    assert finals[0] == finals[1] == finals[2]
+
+
+async def test_redelivered_completion_counts_once(engine) -> None:
+    call = Completion(call_id="c1", program_id="p1", thread_id="main", service_s=2.0, wait_s=1.0,
+                      prompt_tokens=10, output_tokens=5, engine_id="e7")
+    async with engine.begin() as conn:
+        first = await apply_completions(conn, [call, call])  # duplicated inside one batch
+    async with engine.begin() as conn:
+        second = await apply_completions(conn, [call])  # and redelivered later
+    assert [u.applied_call_ids for u in first] == [["c1"]]
+    assert second == []
+    async with engine.connect() as conn:
+        view = await sessions.lookup(conn, "p1")
+    assert (view.service_s, view.wait_s, view.num_completed_calls) == (2.0, 1.0, 1)
+    assert view.primary_engine == "e7" and view.tenant_id == "default"  # created by its first completion
+
+
+async def test_promotion_resets_and_invalidates_stale_bases(engine) -> None:
+    async with engine.begin() as conn:
+        await sessions.open_session(conn, program_id="p", aggregation="critical_path")
+        await apply_completions(conn, [Completion("c1", "p", "main", 4.0, 30.0, submit_epoch=0,
+                                                  thread_service_at_submit_s=0.0)])
+    async with engine.begin() as conn:
+        promoted = await sessions.promote(conn, "p", from_epoch=0)
+        assert await sessions.promote(conn, "p", from_epoch=0) is None  # a redelivered promotion
+    assert (promoted.service_s, promoted.wait_s, promoted.epoch, promoted.promotions) == (0.0, 0.0, 1, 1)
+    assert promoted.thread_service_s == {"main": 0.0}
+    async with engine.begin() as conn:  # submitted before the promotion: its base 4.0 is stale
+        await apply_completions(conn, [Completion("c2", "p", "main", 1.0, 0.0, submit_epoch=0,
+                                                  thread_service_at_submit_s=4.0)])
+        view = await sessions.lookup(conn, "p")
+    assert view.service_s == 1.0 and view.thread_service_s == {"main": 1.0}
