@@ -1,0 +1,32 @@
+"""engine_agent settings (environment variables, validated; `--engine-id` etc. override them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from shared.core.policy import PolicyName, parse_policy
+from shared.settings import MeshSettings
+
+
+class EngineAgentSettings(MeshSettings):
+    engine_id: str = "e0"
+    engine_backend: Literal["lite", "emulated"] = "lite"
+    scheduling_policy: PolicyName = PolicyName.ATLAS
+    heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
+    queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
+    # 1.0 runs each modeled step for its modeled time; 0 runs as fast as the host allows
+    time_scale: float = Field(default=1.0, ge=0)
+
+    @field_validator("scheduling_policy", mode="before")
+    @classmethod
+    def _parse(cls, v: object) -> object:
+        return parse_policy(v) if isinstance(v, str) else v
+
+    @field_validator("engine_id")
+    @classmethod
+    def _subject_safe(cls, v: str) -> str:
+        if not v or any(c in v for c in ".*> \t"):
+            raise ValueError(f"ENGINE_ID {v!r} may not be empty or contain '.', '*', '>' or spaces")
+        return v

@@ -1,0 +1,5 @@
+import sys
+
+from services.router.main import run
+
+sys.exit(run())

@@ -1,0 +1,58 @@
+"""router wiring: a queue-group member that places calls on engines chosen by the pure core."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from services.router.decision import EngineChooser
+from services.router.engine_table import EngineTable
+from services.router.handlers import RouterHandlers
+from services.router.settings import RouterSettings
+from shared.bus.bus import Bus
+from shared.logging import configure_logging, get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, asyncio.Task]:
+    """Connect and subscribe; returns the bus, the handlers and the engine-expiry task."""
+    bus = await Bus.connect(settings.nats_url, "router", settings.nats_connect_timeout_s)
+    await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
+    chooser = EngineChooser(EngineTable(settings.engine_ttl_s), settings.router_policy,
+                            settings.locality_threshold_tokens)
+    handlers = RouterHandlers(bus, chooser, settings.engine_request_timeout_s)
+    await bus.subscribe(subjects.all_engine_heartbeats(), handlers.on_heartbeat, types=(m.EngineHeartbeat,))
+    await bus.subscribe(subjects.router_route(), handlers.on_route, queue=subjects.ROUTER_QUEUE,
+                        types=(m.RouteCall,), max_in_flight=256)
+
+    async def health() -> tuple[bool, str]:
+        engines = chooser.table.loads(handlers.clock())
+        return True, f"{len(engines)} live engines, {handlers.num_routed} calls routed"
+    await bus.serve_health(health)
+
+    async def expire_forever() -> None:
+        while True:
+            await asyncio.sleep(settings.engine_ttl_s / 3)
+            handlers.expire_engines()
+    return bus, handlers, asyncio.create_task(expire_forever())
+
+
+async def serve(settings: RouterSettings) -> None:
+    bus, _, expiry = await start_router(settings)
+    get_logger().info("router_started", policy=settings.router_policy.value,
+                      locality_threshold_tokens=settings.locality_threshold_tokens)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    expiry.cancel()
+    await bus.close()
+
+
+def run() -> int:
+    settings = RouterSettings()
+    configure_logging("router", settings.environment, settings.log_level, settings.log_json)
+    asyncio.run(serve(settings))
+    return 0

@@ -1,0 +1,112 @@
+"""From an OpenAI request to one mesh call: session resolution, token counting, limits.
+
+The session travels as header `X-Session-Id` (forks: `X-Thread-Id`, `X-Parent-Thread-Id`) or body
+field `session_id`/`thread_id`/`parent_thread_id`; the body wins when both are given. A call
+without a session is a one-call program with a fresh id.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from services.session_api.errors import ApiError, session_not_found
+from services.session_api.schemas import ChatCompletionRequest, CompletionRequest
+from services.session_api.settings import SessionApiSettings
+from services.session_api.tokens import (
+    OutputIndex,
+    content_segment_id,
+    segments_for_messages,
+)
+from shared.core.program import ROOT_THREAD
+from shared.engine.api import Segment
+from shared.protocol import subjects
+
+SESSION_HEADER = "x-session-id"
+THREAD_HEADER = "x-thread-id"
+PARENT_THREAD_HEADER = "x-parent-thread-id"
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    call_id: str
+    session_id: str | None  # None: a one-call program
+    program_id: str
+    thread_id: str
+    parent_thread_id: str | None
+    prompt_tokens: int
+    prompt_segments: tuple[Segment, ...]
+    max_tokens: int
+    started_s: float  # perf_counter at request arrival (latency metrics)
+
+
+def new_call_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _ids(request: Request, body: ChatCompletionRequest | CompletionRequest) -> tuple[str | None, str, str | None]:
+    session_id = body.session_id or request.headers.get(SESSION_HEADER) or None
+    thread_id = body.thread_id or request.headers.get(THREAD_HEADER) or ROOT_THREAD
+    parent = body.parent_thread_id or request.headers.get(PARENT_THREAD_HEADER) or None
+    for name, value in (("thread_id", thread_id), ("parent_thread_id", parent)):
+        if value is not None:
+            try:
+                subjects.token(value)
+            except ValueError:
+                raise ApiError(400, f"{name} {value!r} may not contain '.', '*', '>' or spaces",
+                               code="invalid_value", param=name) from None
+    if session_id is not None:
+        try:
+            subjects.token(session_id)
+        except ValueError:
+            raise session_not_found(session_id) from None
+    return session_id, thread_id, parent
+
+
+def _check_limits(prompt_tokens: int, max_tokens: int, settings: SessionApiSettings) -> None:
+    if prompt_tokens < 1:
+        raise ApiError(400, "the prompt is empty", code="empty_prompt", param="messages")
+    if prompt_tokens > settings.max_prompt_tokens:
+        raise ApiError(413, f"prompt is about {prompt_tokens} tokens (estimated as characters / 4), over the "
+                       f"limit of {settings.max_prompt_tokens}", code="context_length_exceeded", param="messages")
+    if max_tokens > settings.max_output_tokens:
+        raise ApiError(400, f"max_tokens {max_tokens} is over the limit of {settings.max_output_tokens}",
+                       code="max_tokens_too_large", param="max_tokens")
+
+
+def prepare_chat(request: Request, body: ChatCompletionRequest, settings: SessionApiSettings,
+                 outputs: OutputIndex) -> PreparedCall:
+    session_id, thread_id, parent = _ids(request, body)
+    segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs)
+    return _prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings)
+
+
+def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
+                       outputs: OutputIndex) -> PreparedCall:
+    session_id, thread_id, parent = _ids(request, body)
+    prompt = body.prompt
+    if isinstance(prompt, str):
+        segments = segments_for_messages([("user", prompt)], outputs)
+    elif all(isinstance(p, int) for p in prompt):  # token ids: one token each
+        segments = ((content_segment_id("ids", ",".join(map(str, prompt))), len(prompt)),)
+    elif len(prompt) == 1:
+        segments = segments_for_messages([("user", str(prompt[0]))], outputs)
+    else:
+        raise ApiError(400, "only one prompt per request is served (a list of several strings was given)",
+                       code="unsupported_value", param="prompt")
+    return _prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings)
+
+
+def _prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],
+              requested_max: int | None, settings: SessionApiSettings) -> PreparedCall:
+    prompt_tokens = sum(n for _, n in segments)
+    max_tokens = requested_max or settings.default_max_tokens
+    _check_limits(prompt_tokens, max_tokens, settings)
+    call_id = new_call_id()
+    return PreparedCall(call_id=call_id, session_id=session_id, program_id=session_id or f"call-{call_id}",
+                        thread_id=thread_id, parent_thread_id=parent, prompt_tokens=prompt_tokens,
+                        prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter())
+

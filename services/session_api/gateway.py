@@ -1,0 +1,238 @@
+"""The API's side of the mesh: sessions by request/reply to the process table, calls through the
+router, token streams back on the call's own subject, and engine liveness from heartbeats.
+
+A call's stream fails with a retryable 503 when its engine stops heartbeating (the engine left:
+its calls are lost until the reliability work adds recovery), or when a chunk goes missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from nats.aio.subscription import Subscription
+
+from services.session_api.calls import PreparedCall
+from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
+from services.session_api.schemas import SessionView
+from services.session_api.settings import SessionApiSettings
+from services.session_api.tokens import OutputIndex
+from shared.bus.bus import Bus
+from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
+from shared.bus.incoming import Incoming
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.protocol.envelope import decode
+from shared.protocol.errors import ErrorCode, ProtocolError
+
+log = get_logger()
+
+
+def _view(info: m.SessionInfo) -> SessionView:
+    return SessionView(
+        id=info.session_id, name=info.name or None, workload_class=info.workload_class or None,
+        status="open" if info.state == "open" else ("expired" if info.state == "expired" else "closed"),
+        created_at=info.opened_at_ns / 1e9, closed_at=None if info.closed_at_ns is None else info.closed_at_ns / 1e9,
+        attained_service_s=info.service_s, wait_s=info.wait_s, mlfq_level=info.level, num_calls=info.num_calls,
+        num_threads=len(info.thread_service_s) or (1 if info.num_calls else 0),
+        primary_engine=info.primary_engine, promotions=info.epoch)
+
+
+def _bus_unavailable(service: str, exc: BusError) -> ApiError:
+    return unavailable(f"{service} unavailable ({exc}); retry shortly", code=f"{service}_unavailable")
+
+
+class CallStream:
+    """Token ids of one call as they arrive; `close()` unsubscribes and cancels an unfinished call."""
+
+    def __init__(self, gateway: Gateway, call_id: str, queue: asyncio.Queue, sub: Subscription) -> None:
+        self._gateway = gateway
+        self.call_id = call_id
+        self._queue = queue
+        self._sub = sub
+        self.engine_id: str | None = None
+        self.done = False
+        self.finish_reason: str | None = None
+        self.output_tokens = 0
+        self.cached_tokens = 0
+        self._next_index = 0
+        self._closed = False
+
+    def __aiter__(self):
+        return self._chunks()
+
+    async def _chunks(self):
+        check_s = min(self._gateway.settings.engine_ttl_s / 2, 1.0)
+        while not self.done:
+            try:
+                chunk: m.TokenChunk = await asyncio.wait_for(self._queue.get(), timeout=check_s)
+            except TimeoutError:
+                if self.engine_id is not None and not self._gateway.engine_is_live(self.engine_id):
+                    raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
+                                      "was lost; retry the request", code="engine_lost") from None
+                continue
+            if chunk.index != self._next_index:
+                raise unavailable(f"token stream of call {self.call_id} lost chunks (expected "
+                                  f"{self._next_index}, got {chunk.index}); retry", code="stream_gap")
+            self._next_index += 1
+            if chunk.done:
+                self.done = True
+                self.finish_reason = chunk.finish_reason
+                self.output_tokens = chunk.output_tokens
+                self.cached_tokens = chunk.prefix_hit_tokens
+                if chunk.error_code:
+                    raise _engine_error(chunk)
+            if chunk.token_ids:
+                yield chunk.token_ids
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._sub.unsubscribe()
+        except Exception:  # connection closing: nothing to release
+            pass
+        if not self.done and self.engine_id is not None:
+            await self._gateway.cancel(self.engine_id, self.call_id)
+
+
+def _engine_error(chunk: m.TokenChunk) -> ApiError:
+    if chunk.error_code == ErrorCode.UNAVAILABLE.value:
+        return unavailable(chunk.error_description or "engine unavailable")
+    return ApiError(500, chunk.error_description or chunk.error_code or "engine error", "server_error",
+                    chunk.error_code)
+
+
+class Gateway:
+    def __init__(self, bus: Bus, settings: SessionApiSettings) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.outputs = OutputIndex()
+        self._engine_seen_s: dict[str, float] = {}
+        self._hb_sub: Subscription | None = None
+
+    @classmethod
+    async def connect(cls, settings: SessionApiSettings) -> Gateway:
+        bus = await Bus.connect(settings.nats_url, "session_api", settings.nats_connect_timeout_s)
+        gateway = cls(bus, settings)
+        await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
+        gateway._hb_sub = await bus.subscribe(subjects.all_engine_heartbeats(), gateway._on_heartbeat,
+                                              types=(m.EngineHeartbeat,))
+        await bus.serve_health()
+        return gateway
+
+    async def close(self) -> None:
+        await self.bus.close()
+
+    # --- engines -------------------------------------------------------------------------------
+    async def _on_heartbeat(self, msg: Incoming) -> None:
+        self._engine_seen_s[msg.body.engine_id] = time.monotonic()
+
+    def engine_is_live(self, engine_id: str) -> bool:
+        seen = self._engine_seen_s.get(engine_id)
+        return seen is not None and time.monotonic() - seen <= self.settings.engine_ttl_s
+
+    def live_engines(self) -> list[str]:
+        return sorted(e for e in self._engine_seen_s if self.engine_is_live(e))
+
+    def health(self) -> dict:
+        connected = self.bus.nc.is_connected
+        engines = self.live_engines()
+        return {"ok": connected, "nats": "connected" if connected else "disconnected", "engines": engines}
+
+    async def cancel(self, engine_id: str, call_id: str) -> None:
+        try:
+            await self.bus.publish(subjects.engine_commands(engine_id), m.CancelCall(call_id=call_id))
+        except Exception as exc:  # best effort: the engine finishes the call and nobody listens
+            log.warning("cancel_failed", call_id=call_id, engine_id=engine_id, error=str(exc))
+
+    # --- sessions ------------------------------------------------------------------------------
+    async def _session_request(self, subject: str, msg, session_id: str):
+        try:
+            return await self.bus.request(subject, msg, timeout_s=self.settings.nats_request_timeout_s)
+        except RemoteError as exc:
+            if exc.code in (ErrorCode.NOT_FOUND.value, ErrorCode.FORBIDDEN.value):
+                raise session_not_found(session_id) from None  # a foreign session looks absent
+            if exc.code == ErrorCode.CONFLICT.value:
+                raise session_ended(session_id) from None
+            if exc.code == ErrorCode.BAD_REQUEST.value:
+                raise ApiError(400, exc.description, code="invalid_value") from None
+            raise unavailable(f"process table error: {exc.description}", code="process_table_error") from None
+        except (NoResponders, RequestTimeout) as exc:
+            raise _bus_unavailable("process_table", exc) from None
+
+    async def open_session(self, tenant: str, name: str | None, workload_class: str | None) -> SessionView:
+        session_id = f"s-{uuid.uuid4().hex}"
+        await self._session_request(subjects.session_open(), m.OpenSession(
+            session_id=session_id, tenant=tenant, name=name or "", workload_class=workload_class or ""), session_id)
+        return await self.lookup_session(tenant, session_id)
+
+    async def session_info(self, tenant: str, session_id: str) -> m.SessionInfo:
+        try:
+            subjects.token(session_id)
+        except ValueError:
+            raise session_not_found(session_id) from None
+        return await self._session_request(subjects.session_lookup(),
+                                           m.LookupSession(session_id=session_id, tenant=tenant), session_id)
+
+    async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
+        return _view(await self.session_info(tenant, session_id))
+
+    async def close_session(self, tenant: str, session_id: str) -> SessionView:
+        await self.session_info(tenant, session_id)  # 404 for unknown or foreign ids first
+        await self._session_request(subjects.session_close(), m.CloseSession(session_id=session_id, tenant=tenant),
+                                    session_id)
+        return await self.lookup_session(tenant, session_id)
+
+    # --- calls ---------------------------------------------------------------------------------
+    async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
+        """Resolve the session, subscribe to the token stream, and have the router place the call.
+        Errors before any token (404, 409, 503) surface here, before the response starts."""
+        primary_engine = None
+        program_started_at_ns = time.time_ns()
+        if call.session_id is not None:
+            info = await self.session_info(tenant, call.session_id)
+            if info.state != "open":
+                raise session_ended(call.session_id)
+            primary_engine = info.primary_engine
+            program_started_at_ns = info.opened_at_ns or program_started_at_ns
+        queue: asyncio.Queue = asyncio.Queue()
+        reply_subject = subjects.tokens(call.call_id)
+
+        async def on_chunk(raw) -> None:
+            try:
+                body = decode(raw.data).body
+            except ProtocolError as exc:
+                log.warning("token_chunk_rejected", call_id=call.call_id, reason=str(exc))
+                return
+            if isinstance(body, m.TokenChunk):
+                queue.put_nowait(body)
+
+        sub = await self.bus.nc.subscribe(reply_subject, cb=on_chunk)
+        stream = CallStream(self, call.call_id, queue, sub)
+        route = m.RouteCall(
+            call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
+            parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
+            prompt_segments=list(call.prompt_segments), max_tokens=call.max_tokens, stream=True,
+            reply_subject=reply_subject, submitted_at_ns=time.time_ns(), model=model,
+            primary_engine=primary_engine, program_started_at_ns=program_started_at_ns)
+        try:
+            await self.bus.publish_event_nowait(m.CallSubmitted(
+                call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
+                parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
+                max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))
+            routed = await self.bus.request(subjects.router_route(), route, timeout_s=self.settings.route_timeout_s)
+        except RemoteError as exc:
+            await stream.close()
+            raise unavailable(f"call not placed: {exc.description}", code=exc.code) from None
+        except BusError as exc:
+            await stream.close()
+            raise _bus_unavailable("router", exc) from None
+        except BaseException:
+            await stream.close()
+            raise
+        stream.engine_id = routed.engine_id
+        return stream

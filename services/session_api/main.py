@@ -1,0 +1,58 @@
+"""session_api wiring: settings, keys, the mesh gateway, routers, error handlers; `run()` serves it."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from services.session_api.auth import KeyStore
+from services.session_api.errors import install_error_handlers
+from services.session_api.gateway import Gateway
+from services.session_api.routes import completions, health, models, sessions
+from services.session_api.settings import SessionApiSettings
+from shared.logging import configure_logging, get_logger
+
+DEV_TENANT = "dev"
+
+
+def load_keys(settings: SessionApiSettings) -> KeyStore:
+    """The configured keys; in development without any, one fresh key for tenant 'dev' (printed)."""
+    if settings.autellix_api_keys.strip():
+        return KeyStore.parse(settings.autellix_api_keys)
+    key = f"sk-dev-{secrets.token_urlsafe(18)}"
+    print(f"session_api: no AUTELLIX_API_KEYS; development key for tenant '{DEV_TENANT}': {key}",
+          file=sys.stderr, flush=True)
+    return KeyStore.parse(f"{DEV_TENANT}:{key}")
+
+
+def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.gateway = await Gateway.connect(settings)
+        get_logger().info("session_api_started", port=settings.api_port, tenants_keys=app.state.keys.num_keys)
+        try:
+            yield
+        finally:
+            await app.state.gateway.close()
+
+    app = FastAPI(title="Autellix", version="0.1.0", lifespan=lifespan,
+                  description="Program-aware LLM serving: OpenAI-compatible API with sessions (programs).")
+    app.state.settings = settings
+    app.state.keys = keys or load_keys(settings)
+    install_error_handlers(app)
+    for module in (sessions, completions, models, health):
+        app.include_router(module.router)
+    return app
+
+
+def run() -> int:
+    settings = SessionApiSettings()
+    configure_logging("session_api", settings.environment, settings.log_level, settings.log_json)
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
+                access_log=False, timeout_graceful_shutdown=5)
+    return 0

@@ -1,0 +1,141 @@
+"""`POST /v1/chat/completions` and `POST /v1/completions`: OpenAI-compatible, streaming (SSE) or not."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from services.session_api import metrics
+from services.session_api.calls import PreparedCall, prepare_chat, prepare_completion
+from services.session_api.deps import CurrentTenant, GatewayDep, SettingsDep
+from services.session_api.errors import ApiError, error_body
+from services.session_api.gateway import CallStream
+from services.session_api.schemas import (
+    ChatChoice,
+    ChatChoiceMessage,
+    ChatCompletion,
+    ChatCompletionRequest,
+    Completion,
+    CompletionChoice,
+    CompletionRequest,
+    ErrorResponse,
+    Usage,
+)
+from services.session_api.tokens import render_token_ids
+
+router = APIRouter(prefix="/v1", tags=["completions"])
+
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 503)}
+
+
+def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens,
+                 total_tokens=prompt_tokens + output_tokens,
+                 prompt_tokens_details={"cached_tokens": cached_tokens})
+
+
+@router.post("/chat/completions", response_model=ChatCompletion, responses=_ERRORS)
+async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
+                           gateway: GatewayDep, settings: SettingsDep):
+    prepared = prepare_chat(request, body, settings, gateway.outputs)
+    stream = await gateway.start_call(tenant.name, prepared, body.model)
+    created = int(time.time())
+    cid = f"chatcmpl-{prepared.call_id}"
+    if body.stream:
+        def chunk(delta: dict, finish: str | None) -> dict:
+            return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        first = chunk({"role": "assistant", "content": ""}, None)
+        return _sse(stream, prepared, gateway, "chat", first, lambda text: chunk({"content": text}, None),
+                    lambda finish: chunk({}, finish), body.include_usage_in_stream,
+                    {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
+                     "choices": []})
+    text, finish = await _collect(stream, prepared, gateway, "chat")
+    return ChatCompletion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
+                          choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
+                          usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))
+
+
+@router.post("/completions", response_model=Completion, responses=_ERRORS)
+async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
+                      gateway: GatewayDep, settings: SettingsDep):
+    prepared = prepare_completion(request, body, settings, gateway.outputs)
+    stream = await gateway.start_call(tenant.name, prepared, body.model)
+    created = int(time.time())
+    cid = f"cmpl-{prepared.call_id}"
+    if body.stream:
+        def chunk(text: str, finish: str | None) -> dict:
+            return {"id": cid, "object": "text_completion", "created": created, "model": body.model,
+                    "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
+        return _sse(stream, prepared, gateway, "completions", None, lambda text: chunk(text, None),
+                    lambda finish: chunk("", finish), body.include_usage_in_stream,
+                    {"id": cid, "object": "text_completion", "created": created, "model": body.model,
+                     "choices": []})
+    text, finish = await _collect(stream, prepared, gateway, "completions")
+    return Completion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
+                      choices=[CompletionChoice(text=text, finish_reason=finish)],
+                      usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))
+
+
+async def _collect(stream: CallStream, prepared: PreparedCall, gateway, endpoint: str) -> tuple[str, str]:
+    pieces: list[str] = []
+    try:
+        async for token_ids in stream:
+            if not pieces:
+                metrics.FIRST_TOKEN_S.observe(time.perf_counter() - prepared.started_s)
+            pieces.append(render_token_ids(token_ids))
+    except ApiError:
+        metrics.CALLS.labels(endpoint, "error").inc()
+        raise
+    finally:
+        await stream.close()
+    text = "".join(pieces)
+    _finished(prepared, stream, text, gateway, endpoint)
+    return text, stream.finish_reason or "length"
+
+
+def _finished(prepared: PreparedCall, stream: CallStream, text: str, gateway, endpoint: str) -> None:
+    gateway.outputs.remember(text, prepared.call_id)
+    metrics.CALLS.labels(endpoint, "ok").inc()
+    metrics.PROMPT_TOKENS.inc(prepared.prompt_tokens)
+    metrics.OUTPUT_TOKENS.inc(stream.output_tokens)
+    metrics.CALL_LATENCY_S.observe(time.perf_counter() - prepared.started_s)
+
+
+def _sse(stream: CallStream, prepared: PreparedCall, gateway, endpoint: str, first: dict | None,
+         piece: Callable[[str], dict], last: Callable[[str], dict], include_usage: bool,
+         usage_frame: dict) -> StreamingResponse:
+    async def events() -> AsyncIterator[bytes]:
+        pieces: list[str] = []
+        try:
+            if first is not None:
+                yield _frame(first)
+            async for token_ids in stream:
+                if not pieces:
+                    metrics.FIRST_TOKEN_S.observe(time.perf_counter() - prepared.started_s)
+                text = render_token_ids(token_ids)
+                pieces.append(text)
+                yield _frame(piece(text))
+            yield _frame(last(stream.finish_reason or "length"))
+            if include_usage:
+                usage = _usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens)
+                yield _frame({**usage_frame, "usage": usage.model_dump()})
+            _finished(prepared, stream, "".join(pieces), gateway, endpoint)
+            yield b"data: [DONE]\n\n"
+        except ApiError as exc:  # mid-stream: the status line is gone, so the error travels as an event
+            metrics.CALLS.labels(endpoint, "error").inc()
+            yield _frame(error_body(exc.message, exc.type, exc.code, exc.param))
+        finally:
+            await stream.close()  # also runs when the client disconnects: the engine drops the call
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _frame(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+

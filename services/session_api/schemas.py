@@ -1,0 +1,159 @@
+"""OpenAI-compatible request and response bodies, plus the session resource.
+
+Requests accept (and ignore) OpenAI sampling fields the engines cannot honour (temperature,
+top_p, ...), so unmodified clients work; `n` > 1, tools that need real output, and logprobs are not
+served. Autellix's own fields (`session_id`, `thread_id`, `parent_thread_id`) ride in the body via
+the `openai` client's `extra_body`, or as `X-Session-Id` / `X-Thread-Id` / `X-Parent-Thread-Id`
+headers via `extra_headers`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _OpenAIRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # unknown OpenAI parameters are accepted and ignored
+
+    model: str = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    n: int = Field(default=1, ge=1, le=1)
+    user: str | None = None
+    session_id: str | None = None
+    thread_id: str | None = None
+    parent_thread_id: str | None = None
+
+    @property
+    def include_usage_in_stream(self) -> bool:
+        return bool(self.stream_options and self.stream_options.get("include_usage"))
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """Text content; only `text` parts of a multi-part message count."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+
+
+class ChatCompletionRequest(_OpenAIRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+
+    def requested_output_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+class CompletionRequest(_OpenAIRequest):
+    prompt: str | list[str] | list[int] = Field(min_length=1)
+    echo: bool = False
+
+    def requested_output_tokens(self) -> int | None:
+        return self.max_tokens
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: dict[str, int] | None = None  # {"cached_tokens": n}
+
+
+class ChatChoiceMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: ChatChoiceMessage
+    finish_reason: Literal["stop", "length"] = "length"
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    session_id: str | None = None  # Autellix: the program this call belonged to
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    text: str
+    finish_reason: Literal["stop", "length"] = "length"
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+    session_id: str | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "autellix"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=200)
+    workload_class: str | None = Field(default=None, max_length=64)
+
+
+class SessionView(BaseModel):
+    """The process-table view of one session (= one program)."""
+
+    id: str
+    object: Literal["session"] = "session"
+    name: str | None = None
+    workload_class: str | None = None
+    status: Literal["open", "closed", "expired"] = "open"
+    created_at: float  # unix seconds
+    closed_at: float | None = None
+    attained_service_s: float = 0.0  # S_p: PLAS sum or ATLAS critical path, as the policy defines
+    wait_s: float = 0.0  # W_p: time its calls spent queued
+    mlfq_level: int = 0  # level(S_p): the level its next call inherits
+    num_calls: int = 0
+    num_threads: int = 0
+    primary_engine: str | None = None  # where its KV lives (long prompts are routed there)
+    promotions: int = 0
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    code: str | None = None
+    param: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,29 @@
+"""session_api settings (environment variables, validated; see shared.settings for the common ones)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from shared.settings import MeshSettings
+
+
+class SessionApiSettings(MeshSettings):
+    # comma-separated tenant:key (or tenant:sha256=<hex>) pairs; required in production
+    autellix_api_keys: str = ""
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    model_name: str = "autellix-lite"
+    max_prompt_tokens: int = Field(default=131_072, ge=1)  # estimated as characters / 4
+    max_output_tokens: int = Field(default=16_384, ge=1)
+    default_max_tokens: int = Field(default=128, ge=1)  # when a request gives no max_tokens
+    # a call whose engine has sent no heartbeat for this long fails with a retryable 503
+    engine_ttl_s: float = Field(default=3.0, gt=0)
+    route_timeout_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _keys_in_production(self) -> SessionApiSettings:
+        if self.environment == "production" and not self.autellix_api_keys.strip():
+            raise ValueError("AUTELLIX_API_KEYS must list tenant:key pairs in production")
+        if self.default_max_tokens > self.max_output_tokens:
+            raise ValueError("DEFAULT_MAX_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        return self

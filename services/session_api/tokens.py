@@ -1,0 +1,88 @@
+"""Prompt text -> token counts and KV segments, and the fabricated response text.
+
+The engines model time and memory; they fabricate tokens. So the API needs a token count for a
+prompt without a tokenizer. The documented estimate is OpenAI's rule of thumb for English text:
+
+    tokens(text) = ceil(len(text) / 4)      (4 characters per token; 0 for empty text)
+
+Chat prompts count the content of every message (role markup is not counted). The response text
+is filler made of 4-character pieces, one per generated token, so that `tokens(response) ==
+completion_tokens` holds exactly and a client that sends a response back in its history is
+charged the same tokens the engine generated.
+
+Segments: every message becomes one KV segment `(id, tokens)` whose id hashes its role and
+content, so two calls whose histories start with the same messages share a prefix on the engine.
+An assistant message that is a response this API produced maps back to the engine's own output
+segment (`out:<call id>`), which the engine has already cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections import OrderedDict
+
+from shared.engine.api import Segment, output_segment_id
+
+CHARS_PER_TOKEN = 4
+
+# 4-character pieces (leading space included): one piece = one estimated token
+_PIECES = tuple(
+    " " + w for w in (
+        "lor", "ips", "dol", "sit", "ame", "con", "sec", "adi", "eli", "sed", "eiu", "tem", "inc",
+        "lab", "dol", "mag", "ali", "qua", "ven", "nos", "exe", "ull", "lab", "nis", "com", "aut",
+    )
+)
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def render_token_ids(token_ids: list[int]) -> str:
+    """The engines fabricate token ids; each renders as one 4-character piece."""
+    return "".join(_PIECES[i % len(_PIECES)] for i in token_ids)
+
+
+def filler_text(num_tokens: int, seed: str) -> str:
+    """`num_tokens` tokens' worth of text, deterministic in `seed` (load generators use it)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(_PIECES) for _ in range(num_tokens))
+
+
+def content_segment_id(role: str, content: str) -> str:
+    digest = hashlib.blake2b(f"{role}\0{content}".encode(), digest_size=12).hexdigest()
+    return f"msg:{digest}"
+
+
+class OutputIndex:
+    """Remembers which response text came from which engine call (bounded LRU).
+
+    Per API process: with several API replicas a miss only costs a prefix-cache hit, never
+    correctness (the segment is then counted as new tokens).
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self._capacity = capacity
+        self._by_segment: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, response_text: str, call_id: str) -> None:
+        key = content_segment_id("assistant", response_text)
+        self._by_segment[key] = call_id
+        self._by_segment.move_to_end(key)
+        while len(self._by_segment) > self._capacity:
+            self._by_segment.popitem(last=False)
+
+    def segment_for(self, role: str, content: str) -> Segment:
+        seg_id = content_segment_id(role, content)
+        if role == "assistant":
+            call_id = self._by_segment.get(seg_id)
+            if call_id is not None:
+                seg_id = output_segment_id(call_id)
+        return (seg_id, estimate_tokens(content))
+
+
+def segments_for_messages(messages: list[tuple[str, str]], outputs: OutputIndex) -> tuple[Segment, ...]:
+    """(role, content) pairs -> KV segments; empty messages take no tokens and are dropped."""
+    return tuple(outputs.segment_for(role, content) for role, content in messages if content)
