@@ -39,9 +39,11 @@ class CachedProgramDirectory:
         led = self.ledger(program_id)
         if epoch < led.epoch:
             return False
+        if epoch > led.epoch:  # a promotion we had not seen: its reset comes first
+            led.thread_service_s = {t: 0.0 for t in led.thread_service_s}
         led.service_s = service_s
         led.wait_s = wait_s
-        led.thread_service_s = dict(thread_service_s) or led.thread_service_s
+        led.thread_service_s.update(thread_service_s)  # updates carry the threads that changed
         led.epoch = epoch
         return True
 

@@ -1,0 +1,5 @@
+import sys
+
+from services.engine_agent.main import run
+
+sys.exit(run())

@@ -1,0 +1,51 @@
+"""Per-call state the agent keeps while an engine holds a call: where its tokens go, how many were
+sent, and the routing metadata the completion event needs."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from shared.engine.api import EngineCall
+from shared.protocol import messages as m
+
+TOKEN_ID_SPACE = 32_000  # fabricated token ids are drawn from a Llama-sized vocabulary
+
+
+@dataclass
+class LiveCall:
+    route: m.RouteCall
+    submitted_s: float  # engine clock
+    rng: random.Random = field(repr=False, default_factory=random.Random)
+    next_chunk_index: int = 0
+    tokens_sent: int = 0
+    started: bool = False
+
+    @property
+    def call_id(self) -> str:
+        return self.route.call_id
+
+    def fabricate(self, num_tokens: int) -> list[int]:
+        return [self.rng.randrange(TOKEN_ID_SPACE) for _ in range(num_tokens)]
+
+    def take_index(self) -> int:
+        index = self.next_chunk_index
+        self.next_chunk_index += 1
+        return index
+
+
+def engine_call(route: m.RouteCall, now_s: float, seq: int) -> EngineCall:
+    """A routed call as the engine sees it, on the engine clock."""
+    segments = tuple((s, n) for s, n in route.prompt_segments)
+    if sum(n for _, n in segments) != route.prompt_tokens:
+        # no (or inconsistent) segments: the whole prompt is one segment unique to this call
+        segments = ((f"prompt:{route.call_id}", route.prompt_tokens),)
+    if route.program_started_at_ns:
+        program_age_s = max(time.time_ns() - route.program_started_at_ns, 0) / 1e9
+        program_arrival_s = now_s - program_age_s
+    else:
+        program_arrival_s = now_s
+    return EngineCall(call_id=route.call_id, program_id=route.program_id, thread_id=route.thread_id,
+                      prompt_segments=segments, max_output_tokens=route.max_tokens, arrival_s=now_s,
+                      program_arrival_s=program_arrival_s, seq=seq)

@@ -1,0 +1,149 @@
+"""Engine agent handlers: take routed calls, stream each step's tokens, publish completions,
+heartbeats and queue snapshots, and keep the local program directory current."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from services.engine_agent.calls import LiveCall, engine_call
+from services.engine_agent.directory import CachedProgramDirectory
+from services.engine_agent.stepper import RealTimeStepper
+from shared.bus.bus import Bus
+from shared.bus.incoming import Incoming
+from shared.core.policy import SchedulingPolicy
+from shared.engine.api import CallCompletion, StepReport
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+class EngineAgent:
+    def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
+                 directory: CachedProgramDirectory, stepper: RealTimeStepper) -> None:
+        self.bus = bus
+        self.engine_id = engine_id
+        self.backend = backend
+        self.policy = policy
+        self.directory = directory
+        self.stepper = stepper
+        self.calls: dict[str, LiveCall] = {}
+        self._seq = 0
+        self.started_at_ns = time.time_ns()
+        self.log = get_logger(engine_id=engine_id)
+        self.num_completed = 0
+
+    # --- commands ------------------------------------------------------------------------------
+    async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
+        body = msg.body
+        if isinstance(body, m.CancelCall):
+            if self.calls.pop(body.call_id, None) is not None:
+                self.stepper.abort(body.call_id)
+                self.log.info("call_cancelled", call_id=body.call_id, reason=body.reason)
+            return m.OkReply(detail="cancelled") if msg.reply else None
+        run: m.RunCall = body
+        route = run.call
+        if route.call_id in self.calls:
+            return m.OkReply(detail="duplicate")  # a retried placement: the call is already here
+        now_s = self.stepper.now_s()
+        led = self.directory.ledger(route.program_id)
+        if route.parent_thread_id is not None:
+            led.fork_thread(route.thread_id, route.parent_thread_id)
+        self._seq += 1
+        self.calls[route.call_id] = LiveCall(route=route, submitted_s=now_s, rng=random.Random(route.call_id))
+        self.stepper.submit(engine_call(route, now_s, self._seq))
+        return m.OkReply(detail=self.engine_id)
+
+    async def on_program_update(self, msg: Incoming) -> None:
+        u: m.ProgramServiceUpdated = msg.body
+        self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch)
+
+    async def on_promotion(self, msg: Incoming) -> None:
+        p: m.ProgramPromoted = msg.body
+        if self.directory.apply_promotion(p.program_id, p.epoch):
+            self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+
+    # --- the stepping loop's sink ----------------------------------------------------------------
+    async def on_step(self, report: StepReport, end_s: float) -> None:
+        finished = {done.call_id: done for done in report.finished}
+        for call_id, num_tokens in report.tokens_emitted.items():
+            live = self.calls.get(call_id)
+            if live is None or call_id in finished:
+                continue
+            if not live.started:
+                live.started = True
+                await self._started(live, end_s)
+            live.tokens_sent += num_tokens
+            await self.bus.publish(live.route.reply_subject, m.TokenChunk(
+                call_id=call_id, index=live.take_index(), token_ids=live.fabricate(num_tokens)))
+        for done in report.finished:
+            await self._finish(done)
+        for call_id in report.preempted:
+            live = self.calls.get(call_id)
+            if live is not None:
+                await self.bus.publish_event_nowait(m.CallPreempted(
+                    call_id=call_id, program_id=live.route.program_id, engine_id=self.engine_id,
+                    reason="policy or kv"))
+
+    async def _started(self, live: LiveCall, now_s: float) -> None:
+        route = live.route
+        await self.bus.publish_event_nowait(m.CallStarted(
+            call_id=route.call_id, program_id=route.program_id, engine_id=self.engine_id,
+            thread_id=route.thread_id, wait_s=max(now_s - live.submitted_s, 0.0)))
+
+    async def _finish(self, done: CallCompletion) -> None:
+        live = self.calls.pop(done.call_id, None)
+        self.directory.fold_completion(done)  # local view now; the process table's update follows
+        self.num_completed += 1
+        if live is None:
+            return  # cancelled while its last step ran
+        if not live.started:
+            live.started = True
+            await self._started(live, done.first_token_s)
+        remaining = max(done.output_tokens - live.tokens_sent, 0)  # this step's tokens ride on the end chunk
+        route = live.route
+        await self.bus.publish(route.reply_subject, m.TokenChunk(
+            call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
+            finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
+            prefix_hit_tokens=done.prefix_hit_tokens))
+        await self.bus.publish_event_nowait(m.CallCompleted(
+            call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
+            parent_thread_id=route.parent_thread_id, tenant=route.tenant, engine_id=self.engine_id,
+            service_s=done.service_s, wait_s=done.wait_s, preemptions=done.preemptions,
+            prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
+            prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
+            thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
+            finish_reason="length", completed_at_ns=time.time_ns()))
+
+    # --- periodic state ------------------------------------------------------------------------
+    def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
+        report = self.stepper.last_report
+        used, total = (report.kv_used_blocks, report.kv_total_blocks) if report else (0, 0)
+        running = report.num_running if report and self.stepper.engine.has_work() else 0
+        waiting = report.num_waiting if report and self.stepper.engine.has_work() else 0
+        return m.EngineHeartbeat(
+            engine_id=self.engine_id, backend=self.backend, queue_depth=waiting, running_calls=running,
+            kv_used_blocks=used, kv_total_blocks=total, kv_use=used / total if total else 0.0,
+            load=float(self.stepper.engine.load()), interval_s=interval_s, started_at_ns=self.started_at_ns)
+
+    def queue_snapshot(self) -> m.EngineQueueSnapshot:
+        """Calls held here that have not produced a token yet are the waiting ones the controller
+        can judge for starvation (a preempted call that already streamed is not listed)."""
+        now_s = self.stepper.now_s()
+        waiting = []
+        for live in self.calls.values():
+            if live.started:
+                continue
+            led = self.directory.ledger(live.route.program_id)
+            waiting.append(m.WaitingCall(
+                call_id=live.call_id, program_id=live.route.program_id, thread_id=live.route.thread_id,
+                wait_s=max(now_s - live.submitted_s, 0.0),
+                level=self.policy.mlfq.level_for(led.service_s) if self.policy.program_aware else 0))
+        running = [c for c, live in self.calls.items() if live.started]
+        return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,
+                                     running_call_ids=running)
+
+    async def publish_state(self, interval_s: float, snapshot: bool) -> None:
+        await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
+        if snapshot:
+            await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())

@@ -1,0 +1,105 @@
+"""engine_agent wiring: one process per engine (`python -m services.engine_agent --engine-id e0`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+
+from services.engine_agent.backends import make_engine
+from services.engine_agent.directory import CachedProgramDirectory
+from services.engine_agent.handlers import EngineAgent
+from services.engine_agent.settings import EngineAgentSettings
+from services.engine_agent.stepper import RealTimeStepper
+from shared.bus.bus import Bus
+from shared.core.policy import SchedulingPolicy
+from shared.logging import configure_logging, get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+class RunningAgent:
+    """A started agent and its tasks (tests start agents in-process through this)."""
+
+    def __init__(self, bus: Bus, agent: EngineAgent, tasks: list[asyncio.Task]) -> None:
+        self.bus = bus
+        self.agent = agent
+        self.tasks = tasks
+
+    async def stop(self) -> None:
+        self.agent.stepper.stop()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.bus.close()
+
+
+async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
+    policy = SchedulingPolicy(settings.scheduling_policy)
+    directory = CachedProgramDirectory(policy.aggregation)
+    engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory)
+    bus = await Bus.connect(settings.nats_url, "engine_agent", settings.nats_connect_timeout_s)
+    await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
+    agent_ref: list[EngineAgent] = []
+
+    async def sink(report, end_s):
+        await agent_ref[0].on_step(report, end_s)
+    stepper = RealTimeStepper(engine, sink, settings.time_scale)
+    agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper)
+    agent_ref.append(agent)
+    await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
+                        types=(m.RunCall, m.CancelCall))
+    await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
+    await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
+
+    async def health() -> tuple[bool, str]:
+        return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"
+    await bus.serve_health(health)
+
+    async def state_forever() -> None:
+        every = max(1, round(settings.queue_snapshot_interval_s / settings.heartbeat_interval_s))
+        tick = 0
+        while True:
+            await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
+            tick += 1
+            await asyncio.sleep(settings.heartbeat_interval_s)
+
+    tasks = [asyncio.create_task(stepper.run()), asyncio.create_task(state_forever())]
+    await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)  # join the router's table now
+    get_logger(engine_id=settings.engine_id).info(
+        "engine_agent_started", backend=settings.engine_backend, policy=policy.name.value)
+    return RunningAgent(bus, agent, tasks)
+
+
+async def serve(settings: EngineAgentSettings) -> None:
+    running = await start_agent(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), *running.tasks],
+                                 return_when=asyncio.FIRST_COMPLETED)
+    for task in done:  # a crashed stepping loop must not leave a silent, heartbeating agent
+        if task in running.tasks and task.exception() is not None:
+            get_logger().error("engine_loop_failed", error=repr(task.exception()))
+    await running.stop()
+
+
+def parse_args(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m services.engine_agent")
+    parser.add_argument("--engine-id", help="engine id (env ENGINE_ID)")
+    parser.add_argument("--backend", choices=("lite", "emulated"), help="engine backend (env ENGINE_BACKEND)")
+    parser.add_argument("--policy", help="fcfs | mlfq | plas | atlas (env SCHEDULING_POLICY)")
+    args = parser.parse_args(argv)
+    overrides = {"engine_id": args.engine_id, "engine_backend": args.backend, "scheduling_policy": args.policy}
+    return {k: v for k, v in overrides.items() if v is not None}
+
+
+def run(argv: list[str] | None = None) -> int:
+    settings = EngineAgentSettings(**parse_args(argv))
+    configure_logging("engine_agent", settings.environment, settings.log_level, settings.log_json)
+    asyncio.run(serve(settings))
+    return 0
