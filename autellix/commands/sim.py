@@ -1,0 +1,159 @@
+"""`autellix sim`: the offline simulator's throughput-latency comparison of scheduling policies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from loadgen.sim.engines import BATCHING_MODES, DEFAULT_BETA, ENGINE_KINDS, PREEMPTION_MODES, EngineOptions
+from loadgen.sim.experiment import ExperimentConfig
+from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
+from loadgen.workloads.registry import WORKLOADS
+from shared.core.routing import parse_router
+from shared.engine.cost_model import DEFAULT_PRESET, get_preset
+
+QUICK_PROGRAMS = 60
+DEFAULT_PROGRAMS = 200
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("sim", help="simulate policies over arrival rates; max rate at the SLO",
+                              description=__doc__)
+    p.add_argument("--workload", default="mixed", help=f"one of: {', '.join(sorted(WORKLOADS))}")
+    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
+                   help="comma list; fcfs-v0 is the paper's vLLM 0.6.1 baseline (v0, no prefix cache)")
+    p.add_argument("--engines", type=int, default=1)
+    rates = p.add_mutually_exclusive_group()
+    rates.add_argument("--rates", help="comma list of program arrival rates (programs/s)")
+    rates.add_argument("--sweep", action="store_true", help="search rates per policy (default)")
+    p.add_argument("--seed", type=int, default=0)
+    slo = p.add_mutually_exclusive_group()
+    slo.add_argument("--slo", help="absolute SLO(s) on mean normalized latency, s/token (comma list)")
+    slo.add_argument("--slo-multiple", default="5,10",
+                     help="SLO(s) as multiples of the unloaded normalized latency (default 5,10)")
+    p.add_argument("--preset", default=DEFAULT_PRESET)
+    p.add_argument("--router", default="locality")
+    p.add_argument("--locality-threshold", type=int, default=2048, help="tokens (paper: 2048)")
+    p.add_argument("--engine", default="lite", help=f"one of: {', '.join(ENGINE_KINDS)}")
+    p.add_argument("--batching", default="v1", help=f"one of: {', '.join(BATCHING_MODES)}")
+    p.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--preemption", default="recompute", help=f"one of: {', '.join(PREEMPTION_MODES)}")
+    p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
+    p.add_argument("--programs", type=int, default=None,
+                   help=f"programs per point (default {DEFAULT_PROGRAMS}; {QUICK_PROGRAMS} with --quick)")
+    p.add_argument("--bisect-steps", type=int, default=None, help="bisections of the bracket (default 3; 1 quick)")
+    p.add_argument("--no-doubling-check", action="store_true", help="skip the 2x-programs check")
+    p.add_argument("--quick", action="store_true", help="fewer programs and bisections (a smoke run)")
+    p.add_argument("--json", dest="json_path")
+    p.add_argument("--plot", dest="plot_path")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(handler=run)
+
+
+def _positive_floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise ValueError(f"no {what} given")
+    bad = [v for v in values if not (v > 0 and math.isfinite(v))]
+    if bad:
+        raise ValueError(f"{what} must be positive, got {', '.join(f'{v:g}' for v in bad)}")
+    return values
+
+
+def _beta(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"beta must be a positive number or 'none', got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"beta must be a positive number or 'none', got {text!r}")
+    return value
+
+
+def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
+    if args.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
+    get_preset(args.preset)  # raises with the valid names
+    if args.engines < 1:
+        raise ValueError(f"--engines must be a positive integer, got {args.engines}")
+    num_programs = args.programs if args.programs is not None else (QUICK_PROGRAMS if args.quick else DEFAULT_PROGRAMS)
+    if num_programs < 2:
+        raise ValueError(f"--programs must be at least 2, got {num_programs}")
+    engine = EngineOptions(kind=args.engine, preset=args.preset.strip().lower(), batching=args.batching,
+                           prefix_cache=args.prefix_cache, preemption=args.preemption, beta=_beta(args.beta))
+    bisect = args.bisect_steps if args.bisect_steps is not None else (1 if args.quick else 3)
+    if bisect < 0:
+        raise ValueError(f"--bisect-steps must be >= 0, got {bisect}")
+    return ExperimentConfig(
+        workload=args.workload, policies=parse_variants(args.policies), num_engines=args.engines,
+        engine=engine, router=parse_router(args.router), locality_threshold_tokens=args.locality_threshold,
+        seed=args.seed, num_programs=num_programs,
+        rates=tuple(sorted(_positive_floats(args.rates, "rates"))) if args.rates else None,
+        slo_s=_positive_floats(args.slo, "SLO") if args.slo else None,
+        slo_multiples=_positive_floats(args.slo_multiple, "SLO multiples"),
+        bisect_steps=bisect, check_doubling=not args.no_doubling_check,
+        unloaded_programs=10 if args.quick else 30,
+    )
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def print_summary(result: dict) -> None:
+    print(f"workload {result['workload']}, preset {result['preset']}, {result['engines']} engine(s), "
+          f"router {result['router']}, {result['num_programs']} programs/point, seed {result['seed']}")
+    u = result["unloaded"]
+    if u:
+        print(f"unloaded: {u['mean_norm_latency_s'] * 1e3:.2f} ms/token, {u['mean_response_s']:.1f} s/program")
+    labels = [s["label"] for s in result["slos"]]
+    print(f"{'policy':10s} " + " ".join(f"{'max@' + lb:>12s}" for lb in labels) + "  regime at crossing")
+    for name, pol in result["policies"].items():
+        rates = " ".join(f"{pol['max_rate_at_slos'][lb]['max_rate']:12.4g}" for lb in labels)
+        r = pol["regime_at_crossing"]
+        reg = (f"run {r['mean_running_calls']:.1f} wait {r['mean_waiting_calls']:.1f} kv {r['mean_kv_use']:.2f} "
+               f"preempt {r['preemptions']} hit {r['prefix_hit_rate']:.2f}") if r else "-"
+        print(f"{name:10s} {rates}  {reg}")
+    for lb, r in result["ratios"].items():
+        print(f"SLO {lb}: best {r['best_program_aware']} over fcfs-v0 {_fmt_ratio(r['over_fcfs_v0'])}, "
+              f"over mlfq {_fmt_ratio(r['over_mlfq'])}, over fcfs {_fmt_ratio(r['over_fcfs'])}, "
+              f"atlas/plas {_fmt_ratio(r['atlas_over_plas'])}, gap to srpt {_fmt_ratio(r['gap_to_srpt'])}")
+    print(f"wall {result['wall_s']:.1f} s, peak RSS {result['peak_rss_mb']:.0f} MB")
+
+
+def run(args: argparse.Namespace) -> int:
+    from loadgen.sim.report import run_experiment
+
+    config = config_from_args(args)
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    result = run_experiment(config, progress)
+    result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
+    if args.plot_path:
+        from loadgen.sim.plot import plot_result
+
+        Path(args.plot_path).parent.mkdir(parents=True, exist_ok=True)
+        plot_result(result, args.plot_path)
+    print_summary(result)
+    return 0
+
+
+def _finite(o: object) -> object:
+    """JSON has no NaN or infinity: write null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    return o

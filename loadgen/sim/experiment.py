@@ -1,0 +1,199 @@
+"""One workload, several policies: the unloaded latency, the SLOs, each policy's points and its
+highest stable rate within each SLO, and the ratios between policies.
+
+SLO choice: a multiple of the *unloaded* normalized latency, i.e. the mean over a sample of the
+workload's programs each run alone (arrivals far apart, FCFS, the run's engine settings). Two
+multiples (5x and 10x by default) are reported so no ratio hinges on one pick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loadgen.sim.engines import EngineOptions, build_engines
+from loadgen.sim.oracle import IsolatedCallTime
+from loadgen.sim.search import SearchPlan, SearchResult, search_max_rate
+from loadgen.sim.simulator import SimConfig, Simulation
+from loadgen.sim.stability import StabilityRule, crossing_from_points, judge
+from loadgen.sim.variants import VARIANTS, PolicyVariant
+from loadgen.workloads.arrivals import poisson_arrivals
+from loadgen.workloads.registry import make_programs
+from loadgen.workloads.spec import ProgramSpec
+from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.routing import RouterName
+from shared.engine.api import DictProgramDirectory
+from shared.engine.cost_model import CostModel
+
+UNLOADED_GAP_S = 1e6  # arrivals this far apart never overlap: each program runs alone
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    workload: str = "mixed"
+    policies: tuple[PolicyVariant, ...] = tuple(VARIANTS.values())
+    num_engines: int = 1
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    router: RouterName = RouterName.LOCALITY
+    locality_threshold_tokens: int = 2048
+    seed: int = 0
+    num_programs: int = 200
+    rates: tuple[float, ...] | None = None  # None: search (--sweep)
+    slo_s: tuple[float, ...] | None = None  # absolute SLOs (s/token); None: multiples of unloaded
+    slo_multiples: tuple[float, ...] = (5.0, 10.0)
+    bisect_steps: int = 3
+    check_doubling: bool = True
+    unloaded_programs: int = 30
+    # virtual-time cap after the last arrival: max(arrival span, this many unloaded programs' time)
+    cap_unloaded_durations: float = 50.0
+    stability: StabilityRule = field(default_factory=StabilityRule)
+
+
+class Experiment:
+    def __init__(self, config: ExperimentConfig, progress: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self._progress = progress or (lambda _msg: None)
+        self._programs: dict[int, list[ProgramSpec]] = {}
+        self._points: dict[tuple[str, float, int], dict] = {}
+        self._oracle = IsolatedCallTime(CostModel(config.engine.preset))
+        self.unloaded: dict | None = None
+
+    # -- building blocks --------------------------------------------------------------------------
+
+    def programs(self, n: int) -> list[ProgramSpec]:
+        if n not in self._programs:
+            self._programs[n] = make_programs(self.config.workload, n, self.config.seed)
+        return self._programs[n]
+
+    def _simulate(self, variant: PolicyVariant, programs: list[ProgramSpec], arrivals: list[float],
+                  cap_s: float, engine: EngineOptions | None = None):
+        cfg = self.config
+        policy = SchedulingPolicy(variant.policy)
+        directory = DictProgramDirectory()
+        options = (engine or cfg.engine).for_variant(variant)
+        engines = build_engines(options, policy, directory, cfg.num_engines)
+        sim_cfg = SimConfig(policy, cfg.router, cfg.locality_threshold_tokens, cap_s,
+                            self._oracle if variant.policy is PolicyName.SRPT else None)
+        return Simulation(programs, arrivals, engines, directory, sim_cfg).run()
+
+    def measure_unloaded(self) -> dict:
+        """Mean normalized latency and duration of programs each run alone (FCFS, run's settings)."""
+        if self.unloaded is None:
+            progs = self.programs(max(self.config.unloaded_programs, 1))
+            arrivals = [i * UNLOADED_GAP_S for i in range(len(progs))]
+            t0 = time.perf_counter()
+            out = self._simulate(VARIANTS["fcfs"], progs, arrivals, float("inf"))
+            overlap = any(r.response_s >= UNLOADED_GAP_S for r in out.records)
+            s = out.summary()
+            self.unloaded = {
+                "num_programs": len(progs),
+                "mean_norm_latency_s": s["mean_norm_latency_s"],
+                "p99_norm_latency_s": s["p99_norm_latency_s"],
+                "mean_response_s": s["mean_response_s"],
+                "overlap": overlap,
+                "wall_s": time.perf_counter() - t0,
+            }
+        return self.unloaded
+
+    def slos(self) -> list[dict]:
+        if self.config.slo_s:
+            return [{"label": f"{s:g}s", "multiple": None, "slo_s": s} for s in self.config.slo_s]
+        base = self.measure_unloaded()["mean_norm_latency_s"]
+        return [{"label": f"{m:g}x", "multiple": m, "slo_s": m * base} for m in self.config.slo_multiples]
+
+    def point(self, variant: PolicyVariant, rate: float, n: int) -> dict:
+        key = (variant.name, round(rate, 12), n)
+        if key in self._points:
+            return self._points[key]
+        cfg = self.config
+        arrivals = poisson_arrivals(rate, n, cfg.seed)
+        span = arrivals[-1] - arrivals[0] if n > 1 else 0.0
+        cap = arrivals[-1] + max(span, cfg.cap_unloaded_durations * self.measure_unloaded()["mean_response_s"])
+        t0 = time.perf_counter()
+        out = self._simulate(variant, self.programs(n), arrivals, cap)
+        summary = out.summary()
+        stable, reason = judge(summary, cfg.stability)
+        p = {"rate": rate, "num_programs": n, "stable": stable, "stability": reason, **summary,
+             "wall_s": round(time.perf_counter() - t0, 3)}
+        self._points[key] = p
+        self._progress(f"{cfg.workload} {variant.name} rate={rate:.4g} n={n}: "
+                       f"mean={p['mean_norm_latency_s'] * 1e3:.2f} ms/tok {reason} ({p['wall_s']:.1f}s)")
+        return p
+
+    def points_of(self, variant: PolicyVariant, n: int) -> list[dict]:
+        return sorted((p for (name, _, m), p in self._points.items() if name == variant.name and m == n),
+                      key=lambda p: p["rate"])
+
+    # -- per policy ----------------------------------------------------------------------------------
+
+    def start_rate(self) -> float:
+        """Sweep start: a few programs in flight per engine at the unloaded duration (below any
+        capacity with batching); the search walks down if it is already too high."""
+        return 4.0 * self.config.num_engines / self.measure_unloaded()["mean_response_s"]
+
+    def _given_rates(self, variant: PolicyVariant, slo_s: float) -> SearchResult:
+        cfg = self.config
+        for r in cfg.rates or ():
+            self.point(variant, r, cfg.num_programs)
+        first = crossing_from_points(self.points_of(variant, cfg.num_programs), slo_s)
+        if not cfg.check_doubling or first.max_rate <= 0:
+            return SearchResult(first, None, None)
+        n2 = 2 * cfg.num_programs
+        below = sorted((r for r in cfg.rates or () if r <= (first.lo_rate or 0)), reverse=True)
+        for r in below:  # walk down until a rate is good with twice the programs
+            p = self.point(variant, r, n2)
+            if p["stable"] and p["mean_norm_latency_s"] <= slo_s:
+                break
+        if first.hi_rate is not None:
+            self.point(variant, first.hi_rate, n2)
+        doubled = crossing_from_points(self.points_of(variant, n2), slo_s)
+        tol = cfg.stability.doubling_tolerance
+        return SearchResult(first, doubled, abs(doubled.max_rate - first.max_rate) <= tol * first.max_rate)
+
+    def run_policy(self, variant: PolicyVariant, slos: list[dict]) -> dict:
+        cfg = self.config
+        t0 = time.perf_counter()
+        by_slo = {}
+        for slo in slos:
+            if cfg.rates:
+                res = self._given_rates(variant, slo["slo_s"])
+            else:
+                plan = SearchPlan(self.start_rate(), bisect_steps=cfg.bisect_steps,
+                                  check_doubling=cfg.check_doubling)
+                res = search_max_rate(lambda r, n, v=variant: self.point(v, r, n),
+                                      lambda n, v=variant: self.points_of(v, n), slo["slo_s"],
+                                      cfg.num_programs, plan, cfg.stability)
+            by_slo[slo["label"]] = _search_json(res, self.points_of(variant, cfg.num_programs))
+        primary = by_slo[slos[0]["label"]]
+        return {
+            "description": variant.description,
+            "engine": cfg.engine.for_variant(variant).to_json(),
+            "max_rate_at_slo": primary["max_rate"],
+            "max_rate_at_slos": by_slo,
+            "regime_at_crossing": primary["regime_at_crossing"],
+            "points": self.points_of(variant, cfg.num_programs),
+            "points_doubled": self.points_of(variant, 2 * cfg.num_programs),
+            "wall_s": round(time.perf_counter() - t0, 2),
+        }
+
+
+def _crossing_json(c) -> dict:
+    return {"max_rate": c.max_rate, "how": c.how, "last_good_rate": c.lo_rate, "first_bad_rate": c.hi_rate}
+
+
+def _search_json(res: SearchResult, points: list[dict]) -> dict:
+    lo = res.crossing.lo_rate
+    at = next((p for p in points if lo is not None and abs(p["rate"] - lo) < 1e-12), None)
+    regime = None
+    if at is not None:
+        regime = {"rate": at["rate"], "mean_norm_latency_s": at["mean_norm_latency_s"],
+                  "p99_norm_latency_s": at["p99_norm_latency_s"], "wait_share": at["wait_share"],
+                  **at["regime"]}
+    return {
+        "max_rate": res.max_rate,
+        "crossing": _crossing_json(res.crossing),
+        "doubled": _crossing_json(res.doubled) if res.doubled else None,
+        "doubling_consistent": res.doubling_consistent,
+        "regime_at_crossing": regime,
+    }

@@ -1,0 +1,195 @@
+"""Per-point metrics: normalized latency, throughput, waiting share and the engine regime.
+
+Normalized latency of a program = (finish of its last call - its arrival) / generated tokens of
+all its calls. For a fork/join program the last call to finish closes the critical path, so this is
+the paper's critical-path time / tokens of all threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+from shared.engine.api import CallCompletion, StepReport
+
+
+@dataclass(frozen=True)
+class ProgramRecord:
+    program_id: str
+    workload: str
+    arrival_s: float
+    finish_s: float
+    output_tokens: int
+    num_calls: int
+    wait_s: float  # summed over calls: queued in an engine
+    service_s: float  # summed over calls: in the running batch
+    delay_s: float  # summed over calls: tool / interrupt time
+
+    @property
+    def response_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def normalized_latency_s(self) -> float:
+        return self.response_s / max(self.output_tokens, 1)
+
+
+@dataclass
+class RegimeAccumulator:
+    """Time-weighted engine state over every step of every engine, plus per-call counters."""
+
+    busy_s: float = 0.0
+    steps: int = 0
+    running_x_s: float = 0.0
+    waiting_x_s: float = 0.0
+    kv_frac_x_s: float = 0.0
+    kv_frac_max: float = 0.0
+    preemptions: int = 0
+    recomputed_tokens: int = 0
+    prompt_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    scheduled_tokens: int = 0
+    promotions: int = 0
+    max_waiting: int = 0
+
+    def add_step(self, report: StepReport) -> None:
+        d = report.duration_s
+        self.steps += 1
+        self.busy_s += d
+        self.running_x_s += report.num_running * d
+        self.waiting_x_s += report.num_waiting * d
+        kv_frac = report.kv_used_blocks / report.kv_total_blocks if report.kv_total_blocks else 0.0
+        self.kv_frac_x_s += kv_frac * d
+        self.kv_frac_max = max(self.kv_frac_max, kv_frac)
+        self.scheduled_tokens += report.num_scheduled_tokens
+        self.promotions += len(report.promoted_programs)
+        self.max_waiting = max(self.max_waiting, report.num_waiting)
+
+    def add_completion(self, c: CallCompletion) -> None:
+        self.preemptions += c.preemptions
+        self.recomputed_tokens += c.recomputed_tokens
+        self.prompt_tokens += c.prompt_tokens
+        self.prefix_hit_tokens += c.prefix_hit_tokens
+
+    def summary(self, span_s: float, num_engines: int) -> dict:
+        """Means are over the measured span (idle time counts as zero) and per engine."""
+        per = max(span_s, 1e-12) * num_engines
+        return {
+            "mean_running_calls": self.running_x_s / per,
+            "mean_waiting_calls": self.waiting_x_s / per,
+            "max_waiting_calls": self.max_waiting,
+            "mean_kv_use": self.kv_frac_x_s / per,
+            "max_kv_use": self.kv_frac_max,
+            "busy_fraction": self.busy_s / per,
+            "steps": self.steps,
+            "preemptions": self.preemptions,
+            "recomputed_tokens": self.recomputed_tokens,
+            "prefix_hit_rate": self.prefix_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+            "promotions": self.promotions,
+        }
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of an ascending list."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def span_rate(times_s: list[float], trim_frac: float = 0.1) -> float:
+    """Events per second between the trim_frac and 1 - trim_frac quantiles of sorted times.
+
+    Comparing this for finishes against arrivals is the stability test: in steady state
+    departures track arrivals (shifted by the latency); past saturation they spread at capacity.
+    """
+    ts = sorted(times_s)
+    if len(ts) < 2:
+        return math.nan
+    lo = int(len(ts) * trim_frac)
+    hi = len(ts) - 1 - lo
+    if hi <= lo:
+        lo, hi = 0, len(ts) - 1
+    width = ts[hi] - ts[lo]
+    return (hi - lo) / width if width > 0 else math.inf
+
+
+@dataclass
+class LatencyStats:
+    mean_s: float
+    p50_s: float
+    p95_s: float
+    p99_s: float
+    max_s: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> LatencyStats:
+        vs = sorted(values)
+        if not vs:
+            return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
+        return cls(sum(vs) / len(vs), percentile(vs, 50), percentile(vs, 95), percentile(vs, 99), vs[-1])
+
+
+@dataclass
+class PointOutcome:
+    """What one simulation run produced, before stability is judged."""
+
+    num_programs: int
+    records: list[ProgramRecord]
+    arrivals_s: list[float]
+    regime: RegimeAccumulator
+    num_engines: int
+    end_s: float
+    cap_hit: bool
+    per_engine_calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def all_finished(self) -> bool:
+        return not self.cap_hit and len(self.records) == self.num_programs
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for r in sorted(self.records, key=lambda r: r.program_id):
+            h.update(f"{r.program_id}:{r.finish_s!r}:{r.wait_s!r}:{r.service_s!r};".encode())
+        h.update(repr(sorted(self.regime.summary(1.0, 1).items())).encode())
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        recs = self.records
+        norm = LatencyStats.of([r.normalized_latency_s for r in recs])
+        first_arrival = min(self.arrivals_s) if self.arrivals_s else 0.0
+        last_finish = max((r.finish_s for r in recs), default=first_arrival)
+        span_s = max(last_finish - first_arrival, 1e-12)
+        arrival_rate = span_rate(self.arrivals_s)
+        finish_rate = span_rate([r.finish_s for r in recs]) if recs else 0.0
+        call_time = sum(r.wait_s + r.service_s + r.delay_s for r in recs)
+        by_workload: dict[str, list[float]] = {}
+        for r in recs:
+            by_workload.setdefault(r.workload, []).append(r.normalized_latency_s)
+        return {
+            "num_programs": self.num_programs,
+            "completed_programs": len(recs),
+            "all_finished": self.all_finished,
+            "cap_hit": self.cap_hit,
+            "completed_per_s": len(recs) / span_s,
+            "arrival_rate_measured": arrival_rate,
+            "finish_rate_measured": finish_rate,
+            "throughput_ratio": finish_rate / arrival_rate if arrival_rate and recs else 0.0,
+            "mean_norm_latency_s": norm.mean_s,
+            "p50_norm_latency_s": norm.p50_s,
+            "p95_norm_latency_s": norm.p95_s,
+            "p99_norm_latency_s": norm.p99_s,
+            "max_norm_latency_s": norm.max_s,
+            "mean_response_s": sum(r.response_s for r in recs) / len(recs) if recs else math.nan,
+            "wait_share": sum(r.wait_s for r in recs) / call_time if call_time > 0 else 0.0,
+            "sim_span_s": span_s,
+            "regime": self.regime.summary(span_s, self.num_engines),
+            "calls_per_engine": dict(sorted(self.per_engine_calls.items())),
+            "mean_norm_latency_by_workload_s": {
+                w: sum(v) / len(v) for w, v in sorted(by_workload.items())
+            },
+            "digest": self.digest(),
+        }

@@ -1,0 +1,192 @@
+"""One simulation run: programs arrive, calls are revealed as their parents finish, a router sends
+each call to an engine, engines step on a virtual clock, completions update the process table.
+
+The process table is a `DictProgramDirectory` shared by every engine (the simulator's stand-in for
+the process_table service); it is updated with the same `ProgramLedger` transitions production uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from loadgen.sim.events import EventKind, EventQueue
+from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
+from loadgen.sim.program_run import ProgramRun
+from loadgen.workloads.spec import CallSpec, ProgramSpec
+from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.routing import RouterName, choose_engine
+from shared.engine.api import CallCompletion, DictProgramDirectory, Engine, EngineCall
+
+# Isolated run time of a call given its uncached prompt tokens: the SRPT oracle's estimate.
+CallTimeOracle = Callable[[CallSpec, int], float]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    policy: SchedulingPolicy
+    router: RouterName = RouterName.LOCALITY
+    locality_threshold_tokens: int = 2048
+    # absolute virtual-time cap; a run that hits it is unstable (programs left unfinished)
+    time_cap_s: float = float("inf")
+    oracle: CallTimeOracle | None = None  # required for SRPT (clairvoyant, simulation only)
+
+
+def oracle_call_times(spec: ProgramSpec, oracle: CallTimeOracle) -> list[float]:
+    """Isolated run time of every call; a call's uncached part is the segments its program has
+    not shown before (a warm prefix cache holds the history when the program runs alone)."""
+    seen: set[str] = set()
+    times = []
+    for call in spec.calls:
+        uncached = sum(n for seg, n in call.prompt_segments if seg not in seen)
+        seen.update(seg for seg, _ in call.prompt_segments)
+        times.append(oracle(call, uncached))
+    return times
+
+
+class Simulation:
+    def __init__(self, programs: Sequence[ProgramSpec], arrivals_s: Sequence[float],
+                 engines: Sequence[Engine], directory: DictProgramDirectory, config: SimConfig) -> None:
+        if len(programs) != len(arrivals_s):
+            raise ValueError(f"{len(programs)} programs but {len(arrivals_s)} arrival times")
+        if not engines:
+            raise ValueError("at least one engine is needed")
+        if config.policy.name is PolicyName.SRPT and config.oracle is None:
+            raise ValueError("SRPT needs a call-time oracle")
+        self._programs = programs
+        self._arrivals_s = list(arrivals_s)
+        self._engines = {e.engine_id: e for e in engines}
+        self._engine_ids = sorted(self._engines)
+        self._directory = directory
+        self._config = config
+        self._queue = EventQueue()
+        self._busy = dict.fromkeys(self._engine_ids, False)
+        self._start_pending = dict.fromkeys(self._engine_ids, False)
+        self._in_flight: dict[str, tuple[ProgramRun, int, float, int]] = {}
+        self._submit_seq = 0
+        self._rr_index = 0
+        self._regime = RegimeAccumulator()
+        self._records: list[ProgramRecord] = []
+        self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
+
+    def run(self) -> PointOutcome:
+        for i, t in enumerate(self._arrivals_s):
+            self._queue.push(t, EventKind.PROGRAM_ARRIVAL, i)
+        now = 0.0
+        cap_hit = False
+        while self._queue:
+            now, kind, payload = self._queue.pop()
+            if now > self._config.time_cap_s:
+                cap_hit = True
+                break
+            if kind is EventKind.STEP_END:
+                self._end_step(payload[0], payload[1], now)
+            elif kind is EventKind.CALL_READY:
+                self._submit(payload[0], payload[1], now)
+            elif kind is EventKind.PROGRAM_ARRIVAL:
+                self._arrive(payload, now)
+            else:
+                self._start_step(payload, now)
+        return PointOutcome(
+            num_programs=len(self._programs), records=self._records, arrivals_s=self._arrivals_s,
+            regime=self._regime, num_engines=len(self._engines), end_s=now, cap_hit=cap_hit,
+            per_engine_calls=self._calls_per_engine,
+        )
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _arrive(self, index: int, now: float) -> None:
+        spec = self._programs[index]
+        oracle = self._config.oracle if self._config.policy.name is PolicyName.SRPT else None
+        call_times = oracle_call_times(spec, oracle) if oracle else None
+        run = ProgramRun(spec, now, call_times)
+        for i in run.roots():
+            self._ready(run, i, now)
+
+    def _ready(self, run: ProgramRun, index: int, now: float) -> None:
+        delay = run.spec.calls[index].delay_s
+        run.delay_s += delay
+        self._queue.push(now + delay, EventKind.CALL_READY, (run, index))
+
+    def _submit(self, run: ProgramRun, index: int, now: float) -> None:
+        spec = run.spec.calls[index]
+        ledger = self._directory.ledger(run.spec.program_id)
+        if spec.parent_thread_id is not None:
+            ledger.fork_thread(spec.thread_id, spec.parent_thread_id)
+        call = EngineCall(
+            call_id=spec.call_id, program_id=run.spec.program_id, thread_id=spec.thread_id,
+            prompt_segments=spec.prompt_segments, max_output_tokens=spec.output_tokens,
+            arrival_s=now, program_arrival_s=run.arrival_s, seq=self._submit_seq,
+            oracle_remaining_s=run.oracle_remaining_s,
+        )
+        self._submit_seq += 1
+        engine_id = self._route(run, call)
+        if run.primary_engine is None:
+            run.primary_engine = engine_id
+        self._in_flight[spec.call_id] = (run, index, ledger.thread_service(spec.thread_id), ledger.epoch)
+        self._calls_per_engine[engine_id] += 1
+        self._engines[engine_id].submit(call, now)
+        self._maybe_start(engine_id, now)
+
+    def _route(self, run: ProgramRun, call: EngineCall) -> str:
+        if len(self._engine_ids) == 1:
+            return self._engine_ids[0]
+        loads = {eid: self._engines[eid].load() for eid in self._engine_ids}
+        decision = choose_engine(
+            self._config.router, loads, call.prompt_tokens, run.primary_engine, self._rr_index,
+            self._config.locality_threshold_tokens,
+        )
+        self._rr_index += 1
+        return decision.engine_id
+
+    def _maybe_start(self, engine_id: str, now: float) -> None:
+        if self._busy[engine_id] or self._start_pending[engine_id]:
+            return
+        if not self._engines[engine_id].has_work():
+            return
+        self._start_pending[engine_id] = True
+        self._queue.push(now, EventKind.STEP_START, engine_id)
+
+    def _start_step(self, engine_id: str, now: float) -> None:
+        self._start_pending[engine_id] = False
+        report = self._engines[engine_id].step(now)
+        if report is None:
+            return
+        if not report.duration_s > 0:
+            raise RuntimeError(f"engine {engine_id} returned a step of {report.duration_s} s")
+        self._busy[engine_id] = True
+        self._regime.add_step(report)
+        self._queue.push(now + report.duration_s, EventKind.STEP_END, (engine_id, report))
+
+    def _end_step(self, engine_id: str, report, now: float) -> None:
+        self._busy[engine_id] = False
+        for completion in report.finished:
+            self._complete(completion, now)
+        self._maybe_start(engine_id, now)
+
+    def _complete(self, c: CallCompletion, now: float) -> None:
+        run, index, thread_service_at_submit_s, submit_epoch = self._in_flight.pop(c.call_id)
+        ledger = self._directory.ledger(c.program_id)
+        ledger.complete_call(
+            c.call_id, c.thread_id, c.service_s, c.wait_s,
+            thread_service_at_submit_s=thread_service_at_submit_s,
+            aggregation=self._config.policy.aggregation, submit_epoch=submit_epoch,
+        )
+        self._regime.add_completion(c)
+        run.wait_s += c.wait_s
+        run.service_s += c.service_s
+        run.preemptions += c.preemptions
+        for child in run.finish_call(index, now):
+            self._ready(run, child, now)
+        if run.done:
+            self._finish_program(run)
+
+    def _finish_program(self, run: ProgramRun) -> None:
+        spec = run.spec
+        self._records.append(ProgramRecord(
+            program_id=spec.program_id, workload=spec.workload, arrival_s=run.arrival_s,
+            finish_s=run.finish_s, output_tokens=spec.output_tokens, num_calls=len(spec.calls),
+            wait_s=run.wait_s, service_s=run.service_s, delay_s=run.delay_s,
+        ))
+        # a finished program has no call left in any engine: drop its ledger (bounded memory)
+        self._directory.ledgers.pop(spec.program_id, None)
