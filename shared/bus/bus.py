@@ -1,0 +1,216 @@
+"""The bus: one NATS connection per process, typed messages in and out.
+
+    bus = await Bus.connect(settings.nats_url, service="router")
+    await bus.subscribe(subjects.router_route(), on_route, queue=subjects.ROUTER_QUEUE, types=(m.RouteCall,))
+    reply = await bus.request(subjects.session_lookup(), m.LookupSession(...), timeout_s=1.0)
+    await bus.publish_event(m.CallCompleted(...))       # JetStream, acknowledged (audit stream)
+
+Handlers are `async def handler(msg: Incoming)`. A message that does not decode, or is of a type
+the subscription did not ask for, never reaches the handler: the bus logs the reason, publishes an
+`ErrorRaised` event on `errors.<service>`, answers a request with an `ErrorReply`, and keeps the
+subscription running. A handler that raises is treated the same way (code "internal").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from shared.bus import jetstream
+from shared.bus.connection import connect_nats
+from shared.bus.errors import NoResponders, RemoteError, RequestTimeout
+from shared.bus.incoming import BatchHandler, Handler, Incoming
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.protocol.envelope import Publisher, decode, make_publisher_id
+from shared.protocol.errors import ErrorCode, ProtocolError
+
+
+class Bus:
+    def __init__(self, nc: Client, service: str, publisher_id: str | None = None) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.service = service
+        self.publisher = Publisher(publisher_id or make_publisher_id(service))
+        self.log = get_logger(publisher_id=self.publisher.publisher_id)
+        self._subs: list[Subscription] = []
+        self._consumers: list[jetstream.DurableConsumer] = []
+        self._tasks: set[asyncio.Task] = set()
+        self.started_at_ns = time.time_ns()
+        self.num_rejected = 0  # malformed or unexpected messages seen (for tests and metrics)
+
+    @classmethod
+    async def connect(cls, url: str, service: str, connect_timeout_s: float = 5.0,
+                      publisher_id: str | None = None) -> Bus:
+        """Connect, giving up after `connect_timeout_s` (raises `ConnectFailed`)."""
+        nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s)
+        return cls(nc, service, publisher_id)
+
+    @property
+    def publisher_id(self) -> str:
+        return self.publisher.publisher_id
+
+    # --- core NATS -------------------------------------------------------------------------
+    async def publish(self, subject: str, msg: Any, reply: str = "") -> None:
+        """Fire and forget (core NATS, at most once)."""
+        await self.nc.publish(subject, self.publisher.encode(msg), reply=reply)
+
+    async def publish_raw(self, subject: str, data: bytes) -> None:
+        """Publish bytes as they are (tests of malformed input; relaying)."""
+        await self.nc.publish(subject, data)
+
+    async def request(self, subject: str, msg: Any, *, timeout_s: float) -> Any:
+        """Send a request and return the typed reply. Raises `RequestTimeout`, `NoResponders`,
+        `RemoteError` (the responder sent an `ErrorReply`) or `ProtocolError` (bad reply)."""
+        try:
+            raw = await self.nc.request(subject, self.publisher.encode(msg), timeout=timeout_s)
+        except nats.errors.NoRespondersError:
+            raise NoResponders(f"no responders on {subject}") from None
+        except nats.errors.TimeoutError:
+            raise RequestTimeout(f"no reply on {subject} within {timeout_s:g} s") from None
+        body = decode(raw.data).body
+        if isinstance(body, m.ErrorReply):
+            raise RemoteError(body.code, body.description)
+        return body
+
+    async def subscribe(self, subject: str, handler: Handler, *, queue: str = "",
+                        types: tuple[type, ...] = (), max_in_flight: int = 1) -> Subscription:
+        """Subscribe `handler` (optionally in a queue group). `types` restricts which message types
+        are accepted; `max_in_flight` > 1 runs that many handler calls concurrently."""
+        limit = asyncio.Semaphore(max_in_flight) if max_in_flight > 1 else None
+
+        async def on_raw(raw: Msg) -> None:
+            if limit is None:
+                await self._dispatch(raw, handler, types)
+                return
+            await limit.acquire()
+            task = asyncio.create_task(self._dispatch(raw, handler, types))
+            self._tasks.add(task)
+            task.add_done_callback(lambda t: (self._tasks.discard(t), limit.release()))
+
+        sub = await self.nc.subscribe(subject, queue=queue, cb=on_raw)
+        self._subs.append(sub)
+        await self.nc.flush()  # when this returns the server routes to us: no startup race
+        return sub
+
+    async def _dispatch(self, raw: Msg, handler: Handler, types: tuple[type, ...]) -> None:
+        incoming = await self.accept(raw.subject, raw.reply, raw.data, types)
+        if incoming is None:
+            return
+        try:
+            result = await handler(incoming)
+        except Exception as exc:
+            await self.report_failure(incoming, exc)
+            return
+        if result is not None and raw.reply:
+            await self.publish(raw.reply, result)
+
+    async def accept(self, subject: str, reply: str, data: bytes, types: tuple[type, ...]) -> Incoming | None:
+        """Decode and type-check one delivery; on failure reject it (log, error event, error reply)."""
+        try:
+            decoded = decode(data)
+        except ProtocolError as exc:
+            await self.reject(subject, reply, ErrorCode.BAD_REQUEST, str(exc))
+            return None
+        if types and not isinstance(decoded.body, types):
+            wanted = ", ".join(t.TYPE for t in types)
+            await self.reject(subject, reply, ErrorCode.BAD_REQUEST,
+                              f"unexpected message type {decoded.envelope.type!r} (this subject takes {wanted})",
+                              decoded.envelope.type)
+            return None
+        return Incoming(subject, reply, decoded.envelope, decoded.body, self)
+
+    async def reject(self, subject: str, reply: str, code: ErrorCode, description: str,
+                     message_type: str = "") -> None:
+        self.num_rejected += 1
+        self.log.warning("message_rejected", subject=subject, code=code.value, reason=description,
+                         message_type=message_type)
+        await self._publish_error(code, description, subject, message_type, reply)
+
+    async def report_failure(self, incoming: Incoming, exc: Exception) -> None:
+        """A handler raised: log with traceback, publish the error, answer the request."""
+        self.log.error("handler_failed", subject=incoming.subject, message_type=incoming.envelope.type,
+                       error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+        code = ErrorCode.TIMEOUT if isinstance(exc, TimeoutError) else ErrorCode.INTERNAL
+        await self._publish_error(code, f"{type(exc).__name__}: {exc}", incoming.subject,
+                                  incoming.envelope.type, incoming.reply)
+
+    async def _publish_error(self, code: ErrorCode, description: str, subject: str, message_type: str,
+                             reply: str) -> None:
+        try:
+            await self.publish(subjects.errors(self.service), m.ErrorRaised(
+                service=self.service, code=code.value, description=description, subject=subject,
+                message_type=message_type))
+            if reply:
+                await self.publish(reply, m.ErrorReply(code=code.value, description=description))
+        except Exception as exc:  # the connection is closing: the log line above is what remains
+            self.log.warning("error_publish_failed", error=str(exc))
+
+    async def serve_health(self, check: Any = None) -> Subscription:
+        """Answer `HealthCheck` on `health.<service>`; `check` is an optional async () -> (ok, detail)."""
+
+        async def on_check(msg: Incoming) -> m.HealthStatus:
+            ok, detail = (True, "") if check is None else await check()
+            return m.HealthStatus(service=self.service, instance_id=self.publisher_id, ok=ok, detail=detail,
+                                  started_at_ns=self.started_at_ns)
+        return await self.subscribe(subjects.health(self.service), on_check, types=(m.HealthCheck,))
+
+    # --- JetStream ---------------------------------------------------------------------------
+    async def ensure_streams(self, max_age_s: float = jetstream.AUDIT_MAX_AGE_S,
+                             max_bytes: int = jetstream.AUDIT_MAX_BYTES) -> None:
+        """Create (or update) the streams; safe to call from every service at startup."""
+        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes)
+
+    async def publish_event(self, msg: Any, timeout_s: float = 2.0) -> int:
+        """Publish a lifecycle event to the audit stream and wait for the stream's ack.
+        Returns the stream sequence. Retried once with the same message id (deduplicated)."""
+        return await jetstream.publish_event(self, msg, timeout_s)
+
+    async def publish_event_nowait(self, msg: Any) -> asyncio.Future:
+        """Publish without waiting for the ack (throughput); await `flush_events()` or the future."""
+        return await jetstream.publish_event_nowait(self, msg)
+
+    async def flush_events(self) -> None:
+        await self.js.publish_async_completed()
+
+    async def consume_durable(self, durable: str, filter_subject: str, *, handler: Handler | None = None,
+                              batch_handler: BatchHandler | None = None, types: tuple[type, ...] = (),
+                              batch_size: int = 256, ack_wait_s: float = 30.0,
+                              retry_delay_s: float = 0.5, max_ack_pending: int = 20_000,
+                              fetch_timeout_s: float = 0.5) -> jetstream.DurableConsumer:
+        """Start a durable pull consumer on the audit stream (see `jetstream.DurableConsumer`)."""
+        consumer = jetstream.DurableConsumer(
+            self, durable, filter_subject, handler=handler, batch_handler=batch_handler, types=types,
+            batch_size=batch_size, ack_wait_s=ack_wait_s, retry_delay_s=retry_delay_s,
+            max_ack_pending=max_ack_pending, fetch_timeout_s=fetch_timeout_s)
+        await consumer.start()
+        self._consumers.append(consumer)
+        return consumer
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop consumers, let in-flight handlers finish, flush and close the connection."""
+        for consumer in self._consumers:
+            await consumer.stop()
+        self._consumers.clear()
+        for sub in self._subs:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # already gone with the connection
+                pass
+        self._subs.clear()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5.0)
+        if not self.nc.is_closed:
+            try:
+                await asyncio.wait_for(self.nc.flush(), timeout=2.0)
+            except Exception:  # disconnected: nothing left to flush to
+                pass
+            await self.nc.close()

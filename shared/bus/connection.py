@@ -1,0 +1,61 @@
+"""Connecting to NATS with a bounded first attempt and logged reconnects.
+
+nats-py retries a dead server for max_reconnect_attempts * reconnect_time_wait (120 s by default)
+inside `connect()`; here the whole first connect is bounded by `connect_timeout_s`, after which
+reconnects (once connected) go on forever with a short wait, and every transition is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+from nats.aio.client import Client
+
+from shared.bus.errors import ConnectFailed
+from shared.logging import get_logger
+
+RECONNECT_WAIT_S = 0.5
+
+
+async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> Client:
+    log = get_logger(nats_url=url, client=name)
+    first_attempt_done = False
+
+    async def on_error(exc: Exception) -> None:
+        if first_attempt_done:  # during the first connect this fires per failed try: too noisy
+            log.warning("nats_error", error=f"{type(exc).__name__}: {exc}")
+
+    async def on_disconnected() -> None:
+        log.warning("nats_disconnected")
+
+    async def on_reconnected() -> None:
+        log.info("nats_reconnected", server=str(nc.connected_url.netloc if nc.connected_url else ""))
+
+    async def on_closed() -> None:
+        log.info("nats_closed")
+
+    nc = Client()
+    try:
+        await asyncio.wait_for(nc.connect(
+            servers=[s.strip() for s in url.split(",")],
+            name=name,
+            connect_timeout=max(1, int(min(connect_timeout_s, 10))),
+            reconnect_time_wait=RECONNECT_WAIT_S,
+            max_reconnect_attempts=-1,
+            allow_reconnect=True,
+            error_cb=on_error,
+            disconnected_cb=on_disconnected,
+            reconnected_cb=on_reconnected,
+            closed_cb=on_closed,
+        ), timeout=connect_timeout_s)
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        try:
+            await nc.close()
+        except Exception:  # already half-closed; nothing else to release
+            pass
+        raise ConnectFailed(f"cannot connect to NATS at {url} within {connect_timeout_s:g} s "
+                            f"({type(exc).__name__}: {exc})") from None
+    first_attempt_done = True
+    log.info("nats_connected")
+    return nc

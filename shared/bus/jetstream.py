@@ -1,0 +1,204 @@
+"""JetStream: the audit stream of lifecycle events and durable pull consumers over it.
+
+Retention of the audit stream `AUTELLIX_AUDIT` (subjects `autellix.events.>`): limits-based, file
+storage, one replica here; a message is kept until it is older than `max_age_s` (default 7 days)
+or the stream exceeds `max_bytes` (default 1 GiB), whichever comes first, and then the oldest go
+first (discard old). Consumers do not remove messages, so `autellix events tail` can replay a
+session after the process table has applied it. A durable consumer that falls further behind than
+the retention window loses those events: size the limits (AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES) to
+the longest outage you must survive. Publishes carry `Nats-Msg-Id` = publisher id + sequence, so a
+retried publish inside the 2-minute duplicate window is stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import nats.errors
+import nats.js.errors
+from nats.js import api
+from nats.js.client import JetStreamContext
+
+from shared.bus.incoming import BatchHandler, Handler, Incoming
+from shared.logging import get_logger
+from shared.protocol import subjects
+
+if TYPE_CHECKING:
+    from shared.bus.bus import Bus
+
+AUDIT_MAX_AGE_S = 7 * 24 * 3600.0
+AUDIT_MAX_BYTES = 1 << 30
+DUPLICATE_WINDOW_S = 120.0
+
+
+def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUDIT_MAX_BYTES) -> api.StreamConfig:
+    return api.StreamConfig(
+        name=subjects.AUDIT_STREAM,
+        description="Autellix lifecycle events (sessions, calls, promotions); limits retention",
+        subjects=[subjects.all_events()],
+        retention=api.RetentionPolicy.LIMITS,
+        discard=api.DiscardPolicy.OLD,
+        storage=api.StorageType.FILE,
+        max_age=max_age_s,
+        max_bytes=max_bytes,
+        num_replicas=1,
+        duplicate_window=DUPLICATE_WINDOW_S,
+    )
+
+
+async def ensure_audit_stream(js: JetStreamContext, max_age_s: float = AUDIT_MAX_AGE_S,
+                              max_bytes: int = AUDIT_MAX_BYTES) -> api.StreamInfo:
+    """Create the stream, or bring an existing one to this configuration (idempotent)."""
+    config = audit_stream_config(max_age_s, max_bytes)
+    try:
+        return await js.add_stream(config)
+    except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
+        return await js.update_stream(config)
+
+
+def _msg_id(bus: Bus) -> dict[str, str]:
+    return {"Nats-Msg-Id": f"{bus.publisher_id}:{bus.publisher.last_seq}"}
+
+
+async def publish_event(bus: Bus, msg: Any, timeout_s: float) -> int:
+    subject = subjects.event(msg)
+    data = bus.publisher.encode(msg)
+    headers = _msg_id(bus)
+    for attempt in (1, 2):
+        try:
+            ack = await bus.js.publish(subject, data, timeout=timeout_s, headers=headers)
+            return ack.seq
+        except nats.errors.TimeoutError:
+            if attempt == 2:
+                raise
+            bus.log.warning("event_publish_retried", subject=subject, timeout_s=timeout_s)
+    raise AssertionError("unreachable")
+
+
+async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
+    subject = subjects.event(msg)
+    data = bus.publisher.encode(msg)
+    return await bus.js.publish_async(subject, data, headers=_msg_id(bus))
+
+
+class DurableConsumer:
+    """A durable pull consumer on the audit stream: at-least-once, survives restarts.
+
+    Each fetched message is decoded and type-checked first; a malformed one is rejected (logged,
+    error event) and terminated so it is never redelivered. A good message goes to `handler`
+    (one at a time) or, with `batch_handler`, the whole fetched batch goes at once (for batched
+    database writes). Success acks; an exception naks with `retry_delay_s`, so the message comes
+    back: a failed write is retried, never dropped. Unacked messages of a consumer that died come
+    back after `ack_wait_s`. Handlers must be idempotent (a redelivery can follow a lost ack).
+    """
+
+    def __init__(self, bus: Bus, durable: str, filter_subject: str, *, handler: Handler | None,
+                 batch_handler: BatchHandler | None, types: tuple[type, ...], batch_size: int,
+                 ack_wait_s: float, retry_delay_s: float, max_ack_pending: int, fetch_timeout_s: float) -> None:
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("give exactly one of handler or batch_handler")
+        self.bus = bus
+        self.durable = durable
+        self.filter_subject = filter_subject
+        self.handler = handler
+        self.batch_handler = batch_handler
+        self.types = types
+        self.batch_size = batch_size
+        self.ack_wait_s = ack_wait_s
+        self.retry_delay_s = retry_delay_s
+        self.max_ack_pending = max_ack_pending
+        self.fetch_timeout_s = fetch_timeout_s
+        self.log = get_logger(durable=durable)
+        self.num_acked = 0
+        self.num_retried = 0
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        config = api.ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait_s,
+            max_deliver=-1,
+            filter_subject=self.filter_subject,
+            deliver_policy=api.DeliverPolicy.ALL,
+            max_ack_pending=self.max_ack_pending,
+        )
+        self._sub = await self.bus.js.pull_subscribe(self.filter_subject, durable=self.durable,
+                                                     stream=subjects.AUDIT_STREAM, config=config)
+        self._task = asyncio.create_task(self._run(), name=f"consumer:{self.durable}")
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then stop fetching (the durable consumer stays on the server)."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            await asyncio.wait({task}, timeout=self.fetch_timeout_s + 5.0)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # connection already closed
+                pass
+            self._sub = None
+
+    async def _run(self) -> None:
+        assert self._sub is not None
+        while not self._stopping:
+            try:
+                msgs = await self._sub.fetch(self.batch_size, timeout=self.fetch_timeout_s)
+            except nats.errors.TimeoutError:
+                continue
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+                if self._stopping:
+                    return
+                await asyncio.sleep(self.retry_delay_s)
+                continue
+            except Exception as exc:  # disconnected, server restarting: keep trying
+                self.log.warning("consumer_fetch_failed", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(self.retry_delay_s)
+                continue
+            await self._process(msgs)
+
+    async def _process(self, msgs: list) -> None:
+        accepted: list[tuple[Any, Incoming]] = []
+        for raw in msgs:
+            incoming = await self.bus.accept(raw.subject, "", raw.data, self.types)
+            if incoming is None:
+                await raw.term()  # poison: redelivering it would fail the same way forever
+                continue
+            meta = raw.metadata
+            incoming.num_delivered = meta.num_delivered
+            incoming.stream_seq = meta.sequence.stream
+            accepted.append((raw, incoming))
+        if not accepted:
+            return
+        if self.batch_handler is not None:
+            try:
+                await self.batch_handler([inc for _, inc in accepted])
+            except Exception as exc:
+                await self._retry(accepted, exc)
+                return
+            for raw, _ in accepted:
+                await raw.ack()
+            self.num_acked += len(accepted)
+            return
+        assert self.handler is not None
+        for raw, incoming in accepted:
+            try:
+                await self.handler(incoming)
+            except Exception as exc:
+                await self._retry([(raw, incoming)], exc)
+                continue
+            await raw.ack()
+            self.num_acked += 1
+
+    async def _retry(self, items: list[tuple[Any, Incoming]], exc: Exception) -> None:
+        await self.bus.report_failure(items[0][1], exc)
+        self.num_retried += len(items)
+        for raw, _ in items:
+            await raw.nak(delay=self.retry_delay_s)

@@ -1,0 +1,195 @@
+"""Typed dataclass <-> plain msgpack-ready map, with validation on the way in.
+
+Every message type is a dataclass registered with `@message("type.name")`. Fields are encoded by
+name (a map), so adding a field (always with a default) never breaks an older reader; unknown
+fields are ignored for the same reason. Decoding checks every field against its annotation and
+raises `ProtocolError` with the field's path, so a handler never sees a half-valid message.
+
+Supported field types: str, int, float, bool, bytes, X | None, list[X], tuple[X, Y], dict[str, X]
+and nested `@message`-free dataclasses declared with `@wire_struct`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from shared.protocol.errors import ProtocolError
+
+T = TypeVar("T")
+
+Converter = Callable[[Any, str], Any]
+
+# type name -> message class; filled by @message at import time of shared.protocol.messages
+MESSAGE_TYPES: dict[str, type] = {}
+_STRUCT_DECODERS: dict[type, Converter] = {}
+_STRUCT_ENCODERS: dict[type, Callable[[Any], dict]] = {}
+
+
+def _fail(path: str, want: str, value: Any) -> typing.NoReturn:
+    raise ProtocolError(f"field {path!r}: expected {want}, got {type(value).__name__} {value!r:.60}")
+
+
+def _conv_str(v: Any, path: str) -> str:
+    if type(v) is str:
+        return v
+    _fail(path, "str", v)
+
+
+def _conv_int(v: Any, path: str) -> int:
+    if type(v) is int:
+        return v
+    _fail(path, "int", v)
+
+
+def _conv_float(v: Any, path: str) -> float:
+    if type(v) is float:
+        return v
+    if type(v) is int:  # an int on the wire is a valid float (another encoder may write 0 for 0.0)
+        return float(v)
+    _fail(path, "float", v)
+
+
+def _conv_bool(v: Any, path: str) -> bool:
+    if type(v) is bool:
+        return v
+    _fail(path, "bool", v)
+
+
+def _conv_bytes(v: Any, path: str) -> bytes:
+    if type(v) is bytes:
+        return v
+    _fail(path, "bytes", v)
+
+
+_SCALARS: dict[Any, Converter] = {str: _conv_str, int: _conv_int, float: _conv_float, bool: _conv_bool,
+                                  bytes: _conv_bytes}
+
+
+def _converter_for(tp: Any) -> Converter:
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    if tp is Any:
+        return lambda v, path: v
+    if dataclasses.is_dataclass(tp):
+        return lambda v, path: _decode_struct(tp, v, path)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"only X | None unions are supported, got {tp}")
+        conv = _converter_for(inner[0])
+        return lambda v, path: None if v is None else conv(v, path)
+    if origin is list:
+        conv = _converter_for(args[0])
+
+        def list_conv(v: Any, path: str) -> list:
+            if type(v) is not list:
+                _fail(path, "list", v)
+            return [conv(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        return list_conv
+    if origin is tuple:
+        convs = [_converter_for(a) for a in args]
+
+        def tuple_conv(v: Any, path: str) -> tuple:
+            if type(v) not in (list, tuple) or len(v) != len(convs):
+                _fail(path, f"array of {len(convs)}", v)
+            return tuple(c(x, f"{path}[{i}]") for i, (c, x) in enumerate(zip(convs, v, strict=True)))
+        return tuple_conv
+    if origin is dict:
+        kconv, vconv = _converter_for(args[0]), _converter_for(args[1])
+
+        def dict_conv(v: Any, path: str) -> dict:
+            if type(v) is not dict:
+                _fail(path, "map", v)
+            return {kconv(k, f"{path}.<key>"): vconv(x, f"{path}.{k}") for k, x in v.items()}
+        return dict_conv
+    raise TypeError(f"unsupported wire field type {tp!r}")
+
+
+def _compile(cls: type) -> None:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append((f.name, _converter_for(hints[f.name]), required, dataclasses.is_dataclass(hints[f.name])
+                      or _has_struct(hints[f.name])))
+    names = [name for name, *_ in specs]
+    nested = [name for name, _, _, is_nested in specs if is_nested]
+
+    def decode(v: Any, path: str) -> Any:
+        if type(v) is not dict:
+            _fail(path or cls.__name__, "map", v)
+        kwargs = {}
+        for name, conv, required, _ in specs:
+            if name in v:
+                kwargs[name] = conv(v[name], f"{path}.{name}" if path else name)
+            elif required:
+                raise ProtocolError(f"{cls.__name__}: missing required field {(path + '.' if path else '') + name!r}")
+        return cls(**kwargs)
+
+    def encode(obj: Any) -> dict:
+        out = {name: getattr(obj, name) for name in names}
+        for name in nested:
+            out[name] = _to_wire(out[name])
+        return out
+
+    _STRUCT_DECODERS[cls] = decode
+    _STRUCT_ENCODERS[cls] = encode
+
+
+def _has_struct(tp: Any) -> bool:
+    return any(dataclasses.is_dataclass(a) or _has_struct(a) for a in typing.get_args(tp))
+
+
+def _to_wire(v: Any) -> Any:
+    if dataclasses.is_dataclass(v):
+        return _STRUCT_ENCODERS[type(v)](v)
+    if isinstance(v, list | tuple):
+        return [_to_wire(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _to_wire(x) for k, x in v.items()}
+    return v
+
+
+def _decode_struct(cls: type, v: Any, path: str) -> Any:
+    return _STRUCT_DECODERS[cls](v, path)
+
+
+def wire_struct(cls: type[T]) -> type[T]:
+    """Register a dataclass nested inside messages (e.g. one waiting call of a queue snapshot)."""
+    _compile(cls)
+    return cls
+
+
+def message(type_name: str) -> Callable[[type[T]], type[T]]:
+    """Register a top-level message type under its wire name."""
+
+    def register(cls: type[T]) -> type[T]:
+        if type_name in MESSAGE_TYPES:
+            raise TypeError(f"message type {type_name!r} registered twice")
+        cls.TYPE = type_name  # type: ignore[attr-defined]
+        MESSAGE_TYPES[type_name] = cls
+        _compile(cls)
+        return cls
+    return register
+
+
+def to_map(obj: Any) -> dict:
+    """A registered dataclass as a plain map of its named fields."""
+    try:
+        return _STRUCT_ENCODERS[type(obj)](obj)
+    except KeyError:
+        raise TypeError(f"{type(obj).__name__} is not a registered wire type") from None
+
+
+def from_map(type_name: str, body: Any) -> Any:
+    """Build the message registered as `type_name` from its map, validating every field."""
+    cls = MESSAGE_TYPES.get(type_name)
+    if cls is None:
+        raise ProtocolError(f"unknown message type {type_name!r}")
+    return _STRUCT_DECODERS[cls](body, "")

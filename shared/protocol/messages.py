@@ -1,0 +1,388 @@
+"""Every message on the mesh, as typed structs (msgpack maps with named fields on the wire).
+
+Naming: commands are imperative (`RouteCall`, type "router.route_call"), events past tense
+(`CallCompleted`, "call.completed"). Rules for changing a message: add fields only, always with a
+default; never rename, retype or remove one (bump `SCHEMA_VERSION` in envelope.py if you must).
+Times: durations in seconds (`*_s`), wall-clock instants in integer nanoseconds (`*_ns`).
+
+A session *is* a program: `session_id` and `program_id` name the same thing (a call sent without
+a session is a one-call program with a fresh id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shared.protocol.codec import message, wire_struct
+from shared.protocol.errors import ErrorCode
+
+_wire = dataclass(kw_only=True, slots=True)
+
+# (segment id, tokens): the engine API's prompt segment; equal ids mean equal tokens (KV prefix)
+PromptSegment = tuple[str, int]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions (session_api <-> process_table)
+# ---------------------------------------------------------------------------------------------
+@message("session.open")
+@_wire
+class OpenSession:
+    """Command: create a session (request/reply; the reply is `SessionOpened` or `ErrorReply`)."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+    name: str = ""
+    workload_class: str = ""
+
+
+@message("session.close")
+@_wire
+class CloseSession:
+    """Command: end a session (reply `SessionClosed` or `ErrorReply` not_found/conflict)."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+    reason: str = "client"  # "client" | "idle_ttl"
+
+
+@message("session.lookup")
+@_wire
+class LookupSession:
+    """Request: the process-table view of one session (reply `SessionInfo` or `ErrorReply`)."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+
+
+@message("session.opened")
+@_wire
+class SessionOpened:
+    """Event (audit) and reply to `OpenSession`."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+    name: str = ""
+    workload_class: str = ""
+    opened_at_ns: int = 0
+
+
+@message("session.closed")
+@_wire
+class SessionClosed:
+    """Event (audit) and reply to `CloseSession`."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+    reason: str = "client"
+    closed_at_ns: int = 0
+
+
+@message("session.info")
+@_wire
+class SessionInfo:
+    """Reply to `LookupSession`."""
+    TYPE: ClassVar[str]
+    session_id: str
+    tenant: str
+    name: str = ""
+    workload_class: str = ""
+    state: str = "open"  # "open" | "closed"
+    service_s: float = 0.0  # S_p
+    wait_s: float = 0.0  # W_p
+    level: int = 0  # MLFQ level of S_p
+    epoch: int = 0  # promotions so far
+    num_calls: int = 0
+    num_completed_calls: int = 0
+    thread_service_s: dict[str, float] = field(default_factory=dict)
+    primary_engine: str | None = None
+    opened_at_ns: int = 0
+    closed_at_ns: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls: submission, routing, dispatch, lifecycle
+# ---------------------------------------------------------------------------------------------
+@message("router.route_call")
+@_wire
+class RouteCall:
+    """Command to the router queue group: place one LLM call on an engine.
+
+    The prompt is given as text, token ids, or both; `prompt_tokens` is always the count.
+    `prompt_segments` (optional) lets a modeled engine compute prefix-cache hits.
+    Tokens stream back as `TokenChunk`s on `reply_subject` (core NATS; last chunk has done=True).
+    """
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    thread_id: str = "main"
+    parent_thread_id: str | None = None
+    tenant: str = ""
+    prompt_text: str = ""
+    prompt_token_ids: list[int] = field(default_factory=list)
+    prompt_tokens: int
+    prompt_segments: list[PromptSegment] = field(default_factory=list)
+    max_tokens: int
+    stream: bool = False
+    reply_subject: str
+    submitted_at_ns: int = 0
+    temperature: float = 1.0
+    stop: list[str] = field(default_factory=list)
+    model: str = ""
+    # added by the serving path: the program's primary engine per the process table (KV locality),
+    # and when the program (session) started, for program-FCFS order within an MLFQ level
+    primary_engine: str | None = None
+    program_started_at_ns: int = 0
+
+
+@message("engine.run_call")
+@_wire
+class RunCall:
+    """Command to `engine.<id>`: the routed call (the router's decision travels with it)."""
+    TYPE: ClassVar[str]
+    call: RouteCall
+    engine_id: str
+    route_reason: str = ""
+    routed_at_ns: int = 0
+
+
+@message("engine.cancel_call")
+@_wire
+class CancelCall:
+    """Command to `engine.<id>`: abort a call (client went away); the engine ends its token stream."""
+    TYPE: ClassVar[str]
+    call_id: str
+    reason: str = "client_disconnected"
+
+
+@message("call.submitted")
+@_wire
+class CallSubmitted:
+    """Event (audit): a call entered the mesh."""
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    thread_id: str = "main"
+    parent_thread_id: str | None = None
+    tenant: str = ""
+    prompt_tokens: int = 0
+    max_tokens: int = 0
+    stream: bool = False
+    submitted_at_ns: int = 0
+
+
+@message("call.routed")
+@_wire
+class CallRouted:
+    """Event (audit): the router chose an engine."""
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    engine_id: str
+    reason: str = ""
+
+
+@message("call.started")
+@_wire
+class CallStarted:
+    """Event (audit): the call entered the running batch for the first time."""
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    engine_id: str
+    thread_id: str = "main"
+    wait_s: float = 0.0
+    level: int = 0
+    prefix_hit_tokens: int = 0
+
+
+@message("call.preempted")
+@_wire
+class CallPreempted:
+    """Event (audit): the call left the running batch for a better one (or KV ran out)."""
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    engine_id: str
+    service_s: float = 0.0  # attained so far
+    reason: str = ""
+
+
+@message("call.completed")
+@_wire
+class CallCompleted:
+    """Event (audit + durable consumer of the process table): the call finished.
+
+    Fields mirror `shared.engine.api.CallCompletion`; the process table folds them into the
+    program's ledger, idempotently by `call_id`.
+    """
+    TYPE: ClassVar[str]
+    call_id: str
+    program_id: str
+    thread_id: str = "main"
+    parent_thread_id: str | None = None
+    tenant: str = ""
+    engine_id: str
+    service_s: float
+    wait_s: float
+    preemptions: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    recomputed_tokens: int = 0
+    thread_service_at_submit_s: float | None = None
+    submit_epoch: int | None = None
+    finish_reason: str = "length"  # "length" | "stop" | "aborted" | "error"
+    completed_at_ns: int = 0
+
+
+@message("call.tokens")
+@_wire
+class TokenChunk:
+    """A piece of a call's token stream (core NATS on the call's reply subject).
+
+    `index` counts chunks from 0 so a reader can detect loss; the stream ends with `done=True`
+    (finish_reason says why; an error carries code + description).
+    """
+    TYPE: ClassVar[str]
+    call_id: str
+    index: int
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    done: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int = 0  # usage, on the last chunk
+    output_tokens: int = 0
+    error_code: str | None = None
+    error_description: str = ""
+    prefix_hit_tokens: int = 0  # usage (cached prompt tokens), on the last chunk
+
+
+# ---------------------------------------------------------------------------------------------
+# Program state (process_table, controller -> engines, router)
+# ---------------------------------------------------------------------------------------------
+@message("program.service_updated")
+@_wire
+class ProgramServiceUpdated:
+    """Event (core NATS): a program's ledger after folding in completions."""
+    TYPE: ClassVar[str]
+    program_id: str
+    service_s: float  # S_p
+    wait_s: float  # W_p
+    epoch: int
+    thread_service_s: dict[str, float] = field(default_factory=dict)
+    num_completed_calls: int = 0
+    updated_at_ns: int = 0
+
+
+@message("program.promoted")
+@_wire
+class ProgramPromoted:
+    """Event (audit; engines listen too): anti-starvation promotion, W and S reset."""
+    TYPE: ClassVar[str]
+    program_id: str
+    epoch: int  # the epoch after the reset
+    ratio: float = 0.0  # (W_p + w) / (S_p + t) that triggered it
+    reason: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines (engine_agent -> router, controller)
+# ---------------------------------------------------------------------------------------------
+@message("engine.heartbeat")
+@_wire
+class EngineHeartbeat:
+    """Event (core NATS, periodic): liveness and load of one engine."""
+    TYPE: ClassVar[str]
+    engine_id: str
+    backend: str = ""
+    queue_depth: int = 0  # waiting calls
+    running_calls: int = 0
+    kv_used_blocks: int = 0
+    kv_total_blocks: int = 0
+    kv_use: float = 0.0  # used / total
+    load: float = 0.0  # tokens still to process (least-loaded routing)
+    interval_s: float = 1.0  # the next heartbeat is due within this
+    started_at_ns: int = 0
+
+
+@wire_struct
+@_wire
+class WaitingCall:
+    call_id: str
+    program_id: str
+    thread_id: str = "main"
+    wait_s: float = 0.0  # this call's queued time so far
+    service_s: float = 0.0  # this call's attained service so far
+    level: int = 0
+
+
+@message("engine.queue_snapshot")
+@_wire
+class EngineQueueSnapshot:
+    """Event (core NATS, periodic): the waiting calls of one engine, for the controller."""
+    TYPE: ClassVar[str]
+    engine_id: str
+    taken_at_ns: int = 0
+    waiting: list[WaitingCall] = field(default_factory=list)
+    running_call_ids: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Replies, errors, health
+# ---------------------------------------------------------------------------------------------
+@message("reply.error")
+@_wire
+class ErrorReply:
+    """Reply to any request that failed: a code (`ErrorCode`) and a human description."""
+    TYPE: ClassVar[str]
+    code: str
+    description: str = ""
+
+
+@message("reply.ok")
+@_wire
+class OkReply:
+    TYPE: ClassVar[str]
+    detail: str = ""
+
+
+@message("error.raised")
+@_wire
+class ErrorRaised:
+    """Event (core NATS on `errors.<service>`): a message was rejected or a handler failed."""
+    TYPE: ClassVar[str]
+    service: str
+    code: str
+    description: str
+    subject: str = ""
+    message_type: str = ""
+
+
+@message("health.check")
+@_wire
+class HealthCheck:
+    TYPE: ClassVar[str]
+
+
+@message("health.status")
+@_wire
+class HealthStatus:
+    TYPE: ClassVar[str]
+    service: str
+    instance_id: str
+    ok: bool = True
+    detail: str = ""
+    started_at_ns: int = 0
+
+
+# Lifecycle events that the audit stream records (their subjects live under subjects.events).
+AUDIT_EVENT_TYPES: tuple[type, ...] = (
+    SessionOpened, SessionClosed, CallSubmitted, CallRouted, CallStarted, CallPreempted, CallCompleted,
+    ProgramPromoted,
+)
+
+
+def error_reply(code: ErrorCode, description: str) -> ErrorReply:
+    return ErrorReply(code=code.value, description=description)

@@ -1,0 +1,142 @@
+"""Every NATS subject, stream, consumer and queue-group name: derived here and nowhere else.
+
+Hierarchy (`autellix.` prefix):
+    cmd.router.route                  RouteCall           core, queue group "router"
+    cmd.engine.<engine_id>            RunCall/CancelCall  core, one engine agent
+    cmd.session.{open,close,lookup}   session requests    core request/reply, queue group "process_table"
+    cmd.health.<service>              HealthCheck         core request/reply, every instance answers
+    tokens.<call_id>                  TokenChunk          core (the stream has its own end marker)
+    hb.engine.<engine_id>             EngineHeartbeat     core (loss harmless: the next one comes)
+    state.engine.<engine_id>.queue    EngineQueueSnapshot core
+    state.program.<program_id>        ProgramServiceUpdated core
+    events.<program_id>.<type>        lifecycle events    JetStream stream AUDIT (durable)
+    errors.<service>                  ErrorRaised         core
+
+Ids used as subject tokens must not contain '.', '*', '>' or whitespace; `token()` enforces it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared.protocol import messages as m
+
+PREFIX = "autellix"
+
+# Queue groups (one per service: replicas share the work)
+ROUTER_QUEUE = "router"
+PROCESS_TABLE_QUEUE = "process_table"
+CONTROLLER_QUEUE = "controller"
+
+# JetStream
+AUDIT_STREAM = "AUTELLIX_AUDIT"
+PROCESS_TABLE_COMPLETIONS_DURABLE = "process_table_completions"
+CONTROLLER_COMPLETIONS_DURABLE = "controller_completions"
+
+_BAD_TOKEN = re.compile(r"[.*>\s]")
+
+
+def token(value: str) -> str:
+    """An id as one subject token; raises ValueError for ids NATS cannot carry in a subject."""
+    if not value or _BAD_TOKEN.search(value):
+        raise ValueError(f"{value!r} cannot be used in a NATS subject (empty, or has '.', '*', '>' or space)")
+    return value
+
+
+# --- commands ---------------------------------------------------------------------------------
+def router_route() -> str:
+    return f"{PREFIX}.cmd.router.route"
+
+
+def engine_commands(engine_id: str) -> str:
+    return f"{PREFIX}.cmd.engine.{token(engine_id)}"
+
+
+def session_open() -> str:
+    return f"{PREFIX}.cmd.session.open"
+
+
+def session_close() -> str:
+    return f"{PREFIX}.cmd.session.close"
+
+
+def session_lookup() -> str:
+    return f"{PREFIX}.cmd.session.lookup"
+
+
+def health(service: str) -> str:
+    return f"{PREFIX}.cmd.health.{token(service)}"
+
+
+# --- core NATS streams of data ------------------------------------------------------------------
+def tokens(call_id: str) -> str:
+    return f"{PREFIX}.tokens.{token(call_id)}"
+
+
+def engine_heartbeat(engine_id: str) -> str:
+    return f"{PREFIX}.hb.engine.{token(engine_id)}"
+
+
+def all_engine_heartbeats() -> str:
+    return f"{PREFIX}.hb.engine.*"
+
+
+def engine_queue(engine_id: str) -> str:
+    return f"{PREFIX}.state.engine.{token(engine_id)}.queue"
+
+
+def all_engine_queues() -> str:
+    return f"{PREFIX}.state.engine.*.queue"
+
+
+def program_service(program_id: str) -> str:
+    return f"{PREFIX}.state.program.{token(program_id)}"
+
+
+def all_program_services() -> str:
+    return f"{PREFIX}.state.program.*"
+
+
+def errors(service: str) -> str:
+    return f"{PREFIX}.errors.{token(service)}"
+
+
+def all_errors() -> str:
+    return f"{PREFIX}.errors.*"
+
+
+# --- lifecycle events (JetStream AUDIT stream) ----------------------------------------------------
+def _events_root() -> str:
+    return f"{PREFIX}.events"
+
+
+def event_type_subject(event_type: type) -> str:
+    """The per-type tail of an event subject: the message type name, e.g. 'call.completed'."""
+    if event_type not in m.AUDIT_EVENT_TYPES:
+        raise ValueError(f"{event_type.__name__} is not an audit event type")
+    return event_type.TYPE
+
+
+def event(msg: object) -> str:
+    """Subject of one lifecycle event: events.<program_id>.<type> (session id == program id)."""
+    program_id = getattr(msg, "program_id", None) or getattr(msg, "session_id", None)
+    if program_id is None:
+        raise ValueError(f"{type(msg).__name__} has no program_id or session_id")
+    return f"{_events_root()}.{token(program_id)}.{event_type_subject(type(msg))}"
+
+
+def events_of_type(event_type: type) -> str:
+    """All programs' events of one type, e.g. the process table's durable consumer filter."""
+    return f"{_events_root()}.*.{event_type_subject(event_type)}"
+
+
+def events_of_program(program_id: str) -> str:
+    return f"{_events_root()}.{token(program_id)}.>"
+
+
+def all_events() -> str:
+    return f"{_events_root()}.>"
+
+
+def inbox_prefix() -> str:
+    return f"_INBOX.{PREFIX}"

