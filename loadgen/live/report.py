@@ -1,0 +1,73 @@
+"""Live run records -> the simulator's point JSON (same keys where they mean the same thing).
+
+`autellix sim --json` writes `{"policies": {name: {"points": [point, ...]}}}` with each point holding
+`rate`, `completed_per_s`, `mean/p50/p95/p99/max_norm_latency_s`, `mean_response_s`, ...; a live run
+writes the same shape, so the two compare side by side (`compare_points`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from loadgen.live.driver import LiveProgramRecord
+from loadgen.sim.metrics import LatencyStats, span_rate
+
+
+def point_summary(rate: float, records: list[LiveProgramRecord], wall_s: float) -> dict:
+    done = [r for r in records if r.ok]
+    norm = LatencyStats.of([r.normalized_latency_s for r in done])
+    arrivals = [r.arrival_s for r in records]
+    first_arrival = min(arrivals, default=0.0)
+    last_finish = max((r.finish_s for r in done), default=first_arrival)
+    span_s = max(last_finish - first_arrival, 1e-12)
+    arrival_rate = span_rate(arrivals)
+    finish_rate = span_rate([r.finish_s for r in done]) if done else 0.0
+    by_workload: dict[str, list[float]] = {}
+    for r in done:
+        by_workload.setdefault(r.workload, []).append(r.normalized_latency_s)
+    errors = sorted({r.error for r in records if r.error})
+    return {
+        "rate": rate,
+        "num_programs": len(records),
+        "completed_programs": len(done),
+        "failed_programs": len(records) - len(done),
+        "all_finished": len(done) == len(records),
+        "completed_per_s": len(done) / span_s if done else 0.0,
+        "arrival_rate_measured": arrival_rate,
+        "finish_rate_measured": finish_rate,
+        "throughput_ratio": finish_rate / arrival_rate if arrival_rate and done else 0.0,
+        "mean_norm_latency_s": norm.mean_s,
+        "p50_norm_latency_s": norm.p50_s,
+        "p95_norm_latency_s": norm.p95_s,
+        "p99_norm_latency_s": norm.p99_s,
+        "max_norm_latency_s": norm.max_s,
+        "mean_response_s": sum(r.response_s for r in done) / len(done) if done else math.nan,
+        "num_calls": sum(r.num_calls for r in records),
+        "failed_calls": sum(r.failed_calls for r in records),
+        "span_s": span_s,
+        "wall_s": round(wall_s, 2),
+        "mean_norm_latency_by_workload_s": {w: sum(v) / len(v) for w, v in sorted(by_workload.items())},
+        "errors": errors[:10],
+    }
+
+
+def live_result(workload: str, seed: int, policy_label: str, points: list[dict], url: str, extra: dict) -> dict:
+    return {
+        "mode": "live",
+        "workload": workload,
+        "seed": seed,
+        "url": url,
+        "policies": {policy_label: {"points": sorted(points, key=lambda p: p["rate"])}},
+        **extra,
+    }
+
+
+def finite(o: object) -> object:
+    """JSON has no NaN or infinity: write null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [finite(v) for v in o]
+    return o
