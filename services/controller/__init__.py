@@ -1,0 +1,1 @@
+"""Controller: cluster-wide anti-starvation (and, later, tenant fairness) over engine queue snapshots."""

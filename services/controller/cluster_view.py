@@ -1,0 +1,55 @@
+"""What the controller knows of the cluster, fed by snapshots and program-service updates.
+
+No I/O here: the handlers feed it messages with the receive time, and `decide` asks the pure core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.core.starvation import (
+    ProgramTotals,
+    PromotionDecision,
+    StarvationConfig,
+    WaitingCall,
+    plan_promotions,
+)
+from shared.protocol import messages as m
+
+
+@dataclass
+class ClusterView:
+    starvation: StarvationConfig
+    cooldown_s: float
+    snapshot_max_age_s: float
+    snapshots: dict[str, tuple[float, m.EngineQueueSnapshot]] = field(default_factory=dict)
+    totals: dict[str, ProgramTotals] = field(default_factory=dict)
+    epochs: dict[str, int] = field(default_factory=dict)
+    last_promoted_s: dict[str, float] = field(default_factory=dict)
+
+    def on_snapshot(self, snapshot: m.EngineQueueSnapshot, now_s: float) -> None:
+        self.snapshots[snapshot.engine_id] = (now_s, snapshot)
+
+    def on_program_service(self, update: m.ProgramServiceUpdated) -> None:
+        if update.epoch < self.epochs.get(update.program_id, 0):
+            return  # from before a promotion we already made: stale
+        self.epochs[update.program_id] = update.epoch
+        self.totals[update.program_id] = ProgramTotals(wait_s=update.wait_s, service_s=update.service_s)
+
+    def waiting_calls(self, now_s: float) -> list[WaitingCall]:
+        fresh = [snap for seen_s, snap in self.snapshots.values() if now_s - seen_s <= self.snapshot_max_age_s]
+        return [WaitingCall(w.program_id, w.wait_s, w.service_s) for snap in fresh for w in snap.waiting]
+
+    def decide(self, now_s: float) -> list[m.ProgramPromoted]:
+        """Promotions to publish now; the view records them (new epoch, W and S reset, cooldown)."""
+        decisions: list[PromotionDecision] = plan_promotions(
+            self.starvation, self.waiting_calls(now_s), self.totals, now_s, self.last_promoted_s,
+            self.cooldown_s)
+        promoted = []
+        for d in decisions:
+            epoch = self.epochs.get(d.program_id, 0) + 1
+            self.epochs[d.program_id] = epoch
+            self.totals[d.program_id] = ProgramTotals(0.0, 0.0)
+            self.last_promoted_s[d.program_id] = now_s
+            promoted.append(m.ProgramPromoted(program_id=d.program_id, epoch=epoch, ratio=d.ratio, reason=d.reason))
+        return promoted

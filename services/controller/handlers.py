@@ -1,0 +1,66 @@
+"""The controller on the bus: collect snapshots and program service, decide on a timer, publish."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from services.controller.cluster_view import ClusterView
+from services.controller.settings import ControllerSettings
+from shared.bus import Bus
+from shared.bus.incoming import Incoming
+from shared.core.starvation import StarvationConfig
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+class ControllerService:
+    def __init__(self, bus: Bus, settings: ControllerSettings) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.view = ClusterView(
+            starvation=StarvationConfig(beta=settings.starvation_beta, min_service_s=settings.starvation_min_service_s),
+            cooldown_s=settings.promotion_cooldown_s, snapshot_max_age_s=settings.snapshot_max_age_s)
+        self.log = get_logger()
+        self._loop: asyncio.Task | None = None
+        self.num_promotions = 0
+
+    async def start(self) -> None:
+        await self.bus.subscribe(subjects.all_engine_queues(), self.on_snapshot, types=(m.EngineQueueSnapshot,))
+        await self.bus.subscribe(subjects.all_program_services(), self.on_program_service,
+                                 types=(m.ProgramServiceUpdated,))
+        await self.bus.serve_health()
+        self._loop = asyncio.create_task(self._decide_forever())
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            try:
+                await self._loop
+            except asyncio.CancelledError:
+                pass
+
+    async def on_snapshot(self, msg: Incoming) -> None:
+        self.view.on_snapshot(msg.body, time.monotonic())
+
+    async def on_program_service(self, msg: Incoming) -> None:
+        self.view.on_program_service(msg.body)
+
+    async def decide_once(self) -> list[m.ProgramPromoted]:
+        promotions = self.view.decide(time.monotonic())
+        for promo in promotions:
+            # durable: the process table resets W and S from it; engines see it on the same subject
+            await self.bus.publish_event(promo)
+            self.num_promotions += 1
+            self.log.info("program_promoted", program_id=promo.program_id, epoch=promo.epoch,
+                          ratio=round(promo.ratio, 3), reason=promo.reason)
+        return promotions
+
+    async def _decide_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.decision_interval_s)
+            try:
+                await self.decide_once()
+            except Exception as exc:  # a publish failed (NATS restarting): decide again next tick
+                self.log.warning("decision_failed", error=f"{type(exc).__name__}: {exc}")
