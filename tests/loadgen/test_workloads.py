@@ -8,26 +8,13 @@ import pytest
 
 from loadgen.workloads import WORKLOADS, make_programs, poisson_arrivals, validate_program, with_arrivals
 from loadgen.workloads.spec import ProgramSpec
+from loadgen.workloads.stats import new_prompt_tokens as _new_tokens
 
 PAPER_WORKLOADS = ["chatbot", "react", "mapreduce", "mcts", "mixed"]
 
 
 def _calls(programs: list[ProgramSpec]) -> list:
     return [c for p in programs for c in p.calls]
-
-
-def _new_tokens(program: ProgramSpec) -> list[int]:
-    """Per call: prompt tokens not already in the context of the calls it depends on."""
-    seen_by_call = {}
-    out = []
-    for call in program.calls:
-        known = set()
-        for dep in call.depends_on:
-            known |= seen_by_call[dep]
-        ids = {s for s, _ in call.prompt_segments}
-        out.append(sum(n for s, n in call.prompt_segments if s not in known))
-        seen_by_call[call.call_id] = ids | {f"out:{call.call_id}"}
-    return out
 
 
 @pytest.mark.parametrize("name", PAPER_WORKLOADS)
@@ -69,8 +56,7 @@ def test_react_near_paper_with_shared_tool_schemas():
     first = [p.calls[0] for p in programs]
     # the 5K schemas are one segment shared by every program; the rest of the first prompt is new
     assert {c.prompt_segments[0] for c in first} == {("react:tool-schemas", 5000)}
-    later_new = [n for p in programs for n in _new_tokens(p)[1:]]
-    assert 735 * 0.85 < statistics.mean(later_new) < 735 * 1.15
+    assert 735 * 0.85 < statistics.mean(new) < 735 * 1.15
     assert statistics.mean(c.prompt_tokens for c in calls) > 5000 + statistics.mean(new)
 
 
