@@ -9,8 +9,10 @@ by the calls table's primary key. No I/O here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from services.process_table.models import DEFAULT_TENANT_ID
 from shared.core.program import ProgramLedger, ServiceAggregation
 
 
@@ -24,6 +26,7 @@ class Completion:
     service_s: float
     wait_s: float
     parent_thread_id: str | None = None  # set on a thread's first call: fork from the parent
+    tenant_id: str = DEFAULT_TENANT_ID  # owner of a program that nobody opened before
     thread_service_at_submit_s: float | None = None
     submit_epoch: int | None = None
     prompt_tokens: int = 0
@@ -34,9 +37,10 @@ class Completion:
     completed_at_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.call_id or not self.program_id or not self.thread_id:
-            raise ValueError("call_id, program_id and thread_id must be non-empty")
-        if not (self.service_s >= 0 and self.wait_s >= 0):  # also rejects NaN
+        ids = (self.call_id, self.program_id, self.thread_id, self.tenant_id, self.parent_thread_id or "x")
+        if not all(ids) or any("\x00" in i for i in ids):  # PostgreSQL text cannot hold NUL
+            raise ValueError("call_id, program_id, thread_id and tenant must be non-empty, without NUL")
+        if not (0 <= self.service_s < math.inf and 0 <= self.wait_s < math.inf):  # rejects NaN, inf
             raise ValueError(f"call {self.call_id}: service_s and wait_s must be >= 0, "
                              f"got {self.service_s}, {self.wait_s}")
         if min(self.prompt_tokens, self.output_tokens, self.prefix_hit_tokens) < 0:

@@ -43,7 +43,7 @@ class ProgramState(StrEnum):
 
 class CloseReason(StrEnum):
     CLIENT = "client"  # closed on request
-    IDLE_EXPIRED = "idle_expired"  # abandoned: no activity within the idle TTL
+    IDLE_TTL = "idle_ttl"  # abandoned: no activity within the idle TTL
 
 
 class CallState(StrEnum):

@@ -38,11 +38,22 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
     batch = _dedupe(completions)
     if not batch:
         return []
-    program_ids = sorted({c.program_id for c in batch})
+    owners: dict[str, str] = {}
+    for c in batch:  # the first completion of a program names its tenant
+        owners.setdefault(c.program_id, c.tenant_id)
+    program_ids = sorted(owners)
+    tenants = sorted(set(owners.values()))
+    if tenants != [DEFAULT_TENANT_ID]:
+        await conn.execute(
+            text("""INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:ids AS text[])) AS t
+                    ON CONFLICT (id) DO NOTHING"""),
+            {"ids": tenants},
+        )
     await conn.execute(
-        text("""INSERT INTO programs (id, tenant_id) SELECT unnest(CAST(:ids AS text[])), :tenant
+        text("""INSERT INTO programs (id, tenant_id)
+                SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:tenants AS text[]))
                 ON CONFLICT (id) DO NOTHING"""),
-        {"ids": program_ids, "tenant": DEFAULT_TENANT_ID},
+        {"ids": program_ids, "tenants": [owners[p] for p in program_ids]},
     )
     ordered = sorted(batch, key=lambda c: c.call_id)  # a fixed lock order across consumers
     inserted = await conn.execute(

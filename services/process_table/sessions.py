@@ -34,21 +34,25 @@ async def lookup(conn: AsyncConnection, program_id: str) -> ProgramView:
 
 async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
                        tenant_id: str = DEFAULT_TENANT_ID, name: str = "", workload_class: str = "",
-                       aggregation: str = ServiceAggregation.CRITICAL_PATH.value) -> ProgramView:
-    """Idempotent on the id: re-opening an open session returns it; a closed one is refused."""
+                       aggregation: str = ServiceAggregation.CRITICAL_PATH.value) -> tuple[ProgramView, bool]:
+    """Idempotent on the id: re-opening an open session returns it; a closed one is refused.
+
+    Returns the session and whether this call created it.
+    """
     ServiceAggregation(aggregation)  # ValueError for an unknown mode
     program_id = program_id or uuid.uuid4().hex
     await conn.execute(text("INSERT INTO tenants (id, name) VALUES (:id, :id) ON CONFLICT (id) DO NOTHING"),
                        {"id": tenant_id})
-    await conn.execute(
+    inserted = await conn.execute(
         text("""INSERT INTO programs (id, tenant_id, name, workload_class, aggregation)
-                VALUES (:id, :tenant, :name, :wc, :agg) ON CONFLICT (id) DO NOTHING"""),
+                VALUES (:id, :tenant, :name, :wc, :agg) ON CONFLICT (id) DO NOTHING RETURNING id"""),
         {"id": program_id, "tenant": tenant_id, "name": name, "wc": workload_class, "agg": aggregation},
     )
+    created = inserted.first() is not None
     view = await lookup(conn, program_id)
     if view.state != ProgramState.OPEN:
         raise ProgramClosed(program_id)
-    return view
+    return view, created
 
 
 async def close_session(conn: AsyncConnection, program_id: str,
@@ -70,7 +74,7 @@ async def expire_idle(conn: AsyncConnection, idle_ttl_s: float) -> list[str]:
                 WHERE state = :open AND last_active_at < now() - make_interval(secs => :ttl)
                 RETURNING id"""),
         {"closed": ProgramState.CLOSED.value, "open": ProgramState.OPEN.value,
-         "reason": CloseReason.IDLE_EXPIRED.value, "ttl": idle_ttl_s},
+         "reason": CloseReason.IDLE_TTL.value, "ttl": idle_ttl_s},
     )
     return sorted(result.scalars().all())
 

@@ -1,0 +1,3 @@
+from services.process_table.main import main
+
+main()

@@ -1,0 +1,187 @@
+"""The process table on the bus: session requests, the completion and promotion consumers.
+
+    service = ProcessTableService(bus, engine, settings)
+    await service.start()     # subscribes and starts the consumers and the idle sweeper
+    ...
+    await service.stop()
+
+Completions arrive in batches from a JetStream durable consumer (pull a batch, apply it in one
+transaction, ack after commit; the bus naks on failure so the batch comes back). A completion the
+table must not apply (negative service, an id that cannot be a subject token...) is rejected with a
+logged reason and an error event; the rest of its batch is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services.process_table import sessions, wire
+from services.process_table.expiry import IdleSweeper
+from services.process_table.models import CloseReason
+from services.process_table.repository import apply_completions
+from services.process_table.settings import ProcessTableSettings
+from services.process_table.transact import in_transaction
+from services.process_table.views import ProgramClosed, ProgramNotFound, ProgramView
+from shared.bus import Bus, Incoming
+from shared.core.mlfq import MlfqConfig
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.protocol.errors import ErrorCode
+
+# TODO(protocol): move to shared.protocol.subjects once that module is committed (requested)
+PROMOTIONS_DURABLE = getattr(subjects, "PROCESS_TABLE_PROMOTIONS_DURABLE", "process_table_promotions")
+REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
+
+
+class ProcessTableService:
+    def __init__(self, bus: Bus, engine: AsyncEngine, settings: ProcessTableSettings) -> None:
+        self.bus = bus
+        self.engine = engine
+        self.settings = settings
+        self.mlfq = MlfqConfig(num_levels=settings.mlfq_num_levels, base_quantum_s=settings.mlfq_base_quantum_s)
+        self.log = get_logger(component="process_table")
+        self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
+        self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)
+        self.num_rejected_completions = 0
+
+    async def start(self) -> None:
+        bus = self.bus
+        await bus.subscribe(subjects.session_open(), self.on_open, queue=subjects.PROCESS_TABLE_QUEUE,
+                            types=(m.OpenSession,), max_in_flight=REQUEST_CONCURRENCY)
+        await bus.subscribe(subjects.session_close(), self.on_close, queue=subjects.PROCESS_TABLE_QUEUE,
+                            types=(m.CloseSession,), max_in_flight=REQUEST_CONCURRENCY)
+        await bus.subscribe(subjects.session_lookup(), self.on_lookup, queue=subjects.PROCESS_TABLE_QUEUE,
+                            types=(m.LookupSession,), max_in_flight=REQUEST_CONCURRENCY)
+        await bus.serve_health(self.health)
+        await bus.consume_durable(subjects.PROCESS_TABLE_COMPLETIONS_DURABLE,
+                                  subjects.events_of_type(m.CallCompleted), batch_handler=self.on_completions,
+                                  types=(m.CallCompleted,), batch_size=self.settings.completion_batch_size)
+        await bus.consume_durable(PROMOTIONS_DURABLE,
+                                  subjects.events_of_type(m.ProgramPromoted), handler=self.on_promoted,
+                                  types=(m.ProgramPromoted,))
+        self.sweeper.start()
+        self.log.info("process_table_started", batch_size=self.settings.completion_batch_size,
+                      idle_ttl_s=self.settings.session_idle_ttl_s)
+
+    async def stop(self) -> None:
+        await self.sweeper.stop()
+
+    async def transact(self, work, what: str):
+        return await in_transaction(self.engine, work, what=what, retry_budget_s=self.settings.db_retry_budget_s)
+
+    # --- completions and promotions (JetStream) ------------------------------------------------
+    async def on_completions(self, batch: list[Incoming]) -> None:
+        completions = []
+        for incoming in batch:
+            try:
+                completions.append(wire.completion_from_wire(incoming.body))
+            except ValueError as exc:
+                self.num_rejected_completions += 1
+                await self.bus.reject(incoming.subject, "", ErrorCode.BAD_REQUEST, str(exc), incoming.envelope.type)
+        if not completions:
+            return
+
+        async def work(conn: AsyncConnection):
+            return await apply_completions(conn, completions)
+
+        updates = await self.transact(work, "apply_completions")
+        for update in updates:  # after commit: what engines and the router see is durable
+            self.num_applied_calls += len(update.applied_call_ids)
+            await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
+
+    async def on_promoted(self, incoming: Incoming) -> None:
+        msg: m.ProgramPromoted = incoming.body
+
+        async def work(conn: AsyncConnection) -> ProgramView | None:
+            return await sessions.promote(conn, msg.program_id, from_epoch=msg.epoch - 1)
+
+        try:
+            view = await self.transact(work, "promote")
+        except ProgramNotFound as exc:
+            await self.bus.reject(incoming.subject, "", ErrorCode.NOT_FOUND, str(exc), incoming.envelope.type)
+            return
+        if view is None:  # decided on another epoch, or already applied (redelivery)
+            self.log.info("promotion_ignored", program_id=msg.program_id, epoch=msg.epoch)
+            return
+        self.log.info("program_promoted", program_id=msg.program_id, epoch=view.epoch, ratio=msg.ratio)
+        await self.bus.publish(subjects.program_service(view.program_id), wire.service_updated_from_view(view))
+
+    # --- session requests (core NATS request/reply, queue group) --------------------------------
+    async def on_open(self, incoming: Incoming) -> m.SessionOpened | m.ErrorReply:
+        msg: m.OpenSession = incoming.body
+        try:
+            subjects.token(msg.session_id)
+        except ValueError as exc:
+            return m.error_reply(ErrorCode.BAD_REQUEST, str(exc))
+
+        async def work(conn: AsyncConnection):
+            return await sessions.open_session(
+                conn, program_id=msg.session_id, tenant_id=msg.tenant or "default", name=msg.name,
+                workload_class=msg.workload_class, aggregation=self.settings.default_aggregation.value)
+
+        try:
+            view, created = await self.transact(work, "open_session")
+        except ProgramClosed as exc:
+            return m.error_reply(ErrorCode.CONFLICT, str(exc))
+        if view.tenant_id != (msg.tenant or "default"):
+            return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
+        opened = wire.session_opened(view)
+        if created:
+            await self.bus.publish_event(opened)
+        return opened
+
+    async def on_close(self, incoming: Incoming) -> m.SessionClosed | m.ErrorReply:
+        msg: m.CloseSession = incoming.body
+        reason = CloseReason.IDLE_TTL if msg.reason == CloseReason.IDLE_TTL else CloseReason.CLIENT
+
+        async def work(conn: AsyncConnection):
+            before = await sessions.lookup(conn, msg.session_id)
+            if msg.tenant and before.tenant_id != msg.tenant:
+                return before, None
+            return before, await sessions.close_session(conn, msg.session_id, reason)
+
+        try:
+            before, after = await self.transact(work, "close_session")
+        except ProgramNotFound as exc:
+            return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
+        if after is None:
+            return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
+        closed = wire.session_closed(after)
+        if before.state != after.state:
+            await self.bus.publish_event(closed)
+        return closed
+
+    async def on_lookup(self, incoming: Incoming) -> m.SessionInfo | m.ErrorReply:
+        msg: m.LookupSession = incoming.body
+        try:
+            async with self.engine.connect() as conn:
+                view = await sessions.lookup(conn, msg.session_id)
+        except ProgramNotFound as exc:
+            return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
+        if msg.tenant and view.tenant_id != msg.tenant:
+            return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
+        return wire.session_info(view, self.mlfq)
+
+    # --- expiry and health ---------------------------------------------------------------------
+    async def expire_idle(self) -> list[str]:
+        async def work(conn: AsyncConnection) -> list[ProgramView]:
+            expired = await sessions.expire_idle(conn, self.settings.session_idle_ttl_s)
+            return [await sessions.lookup(conn, p) for p in expired]
+
+        views = await self.transact(work, "expire_idle")
+        for view in views:
+            self.log.info("session_expired", program_id=view.program_id, idle_ttl_s=self.settings.session_idle_ttl_s)
+            await self.bus.publish_event(wire.session_closed(view))
+        return [v.program_id for v in views]
+
+    async def health(self) -> tuple[bool, str]:
+        try:
+            async with self.engine.connect() as conn:
+                await asyncio.wait_for(conn.execute(text("SELECT 1")), timeout=2.0)
+        except Exception as exc:  # the answer is the report: any failure means "not healthy"
+            return False, f"database: {type(exc).__name__}: {exc}"
+        return True, f"applied_calls={self.num_applied_calls}"

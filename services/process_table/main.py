@@ -1,0 +1,59 @@
+"""Wiring of the process table: `python -m services.process_table` (settings from the environment).
+
+Connects to PostgreSQL (DATABASE_URL) and NATS (NATS_URL), optionally migrates, serves until
+SIGINT/SIGTERM, then drains in order: consumers stop after the batch in hand, the bus flushes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from services.process_table.db import create_engine
+from services.process_table.handlers import ProcessTableService
+from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
+from shared.bus import Bus
+from shared.logging import configure_logging, get_logger
+
+
+async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
+    log = get_logger()
+    engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
+    try:
+        if settings.migrate_on_start:
+            from migrations.runner import upgrade_async
+
+            await upgrade_async(engine)
+            log.info("migrations_applied")
+        bus = await Bus.connect(settings.nats_url, service=SERVICE_NAME,
+                                connect_timeout_s=settings.nats_connect_timeout_s)
+        try:
+            await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
+            service = ProcessTableService(bus, engine, settings)
+            await service.start()
+            await stop.wait()
+            log.info("process_table_stopping")
+            await service.stop()
+        finally:
+            await bus.close()
+    finally:
+        await engine.dispose()
+
+
+async def _main() -> None:
+    settings = ProcessTableSettings()
+    configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
+                      json=settings.log_json)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await serve(settings, stop)
+
+
+def main() -> None:
+    asyncio.run(_main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Wire messages <-> process-table records (decoding checks beyond the codec's type checks)."""
+
+from __future__ import annotations
+
+import time
+
+from services.process_table.fold import Completion
+from services.process_table.models import DEFAULT_TENANT_ID
+from services.process_table.views import ProgramView, ServiceUpdate
+from shared.core.mlfq import MlfqConfig
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+def completion_from_wire(msg: m.CallCompleted) -> Completion:
+    """Raises ValueError for a completion the table must not apply (the message is rejected)."""
+    subjects.token(msg.program_id)  # it names a subject of the update event
+    return Completion(
+        call_id=msg.call_id, program_id=msg.program_id, thread_id=msg.thread_id,
+        parent_thread_id=msg.parent_thread_id, tenant_id=msg.tenant or DEFAULT_TENANT_ID,
+        service_s=msg.service_s, wait_s=msg.wait_s,
+        thread_service_at_submit_s=msg.thread_service_at_submit_s, submit_epoch=msg.submit_epoch,
+        prompt_tokens=msg.prompt_tokens, output_tokens=msg.output_tokens,
+        prefix_hit_tokens=msg.prefix_hit_tokens, engine_id=msg.engine_id or None,
+        completed_at_s=msg.completed_at_ns / 1e9 if msg.completed_at_ns else None,
+    )
+
+
+def service_updated(update: ServiceUpdate) -> m.ProgramServiceUpdated:
+    return m.ProgramServiceUpdated(
+        program_id=update.program_id, service_s=update.service_s, wait_s=update.wait_s, epoch=update.epoch,
+        thread_service_s=update.thread_service_s, num_completed_calls=update.num_completed_calls,
+        updated_at_ns=time.time_ns())
+
+
+def service_updated_from_view(view: ProgramView) -> m.ProgramServiceUpdated:
+    return m.ProgramServiceUpdated(
+        program_id=view.program_id, service_s=view.service_s, wait_s=view.wait_s, epoch=view.epoch,
+        thread_service_s=view.thread_service_s, num_completed_calls=view.num_completed_calls,
+        updated_at_ns=time.time_ns())
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
+
+
+def session_info(view: ProgramView, mlfq: MlfqConfig) -> m.SessionInfo:
+    return m.SessionInfo(
+        session_id=view.program_id, tenant=view.tenant_id, name=view.name, workload_class=view.workload_class,
+        state=view.state, service_s=view.service_s, wait_s=view.wait_s, level=mlfq.level_for(view.service_s),
+        epoch=view.epoch, num_calls=view.num_completed_calls, num_completed_calls=view.num_completed_calls,
+        thread_service_s=view.thread_service_s, primary_engine=view.primary_engine,
+        opened_at_ns=_ns(view.created_at_s) or 0, closed_at_ns=_ns(view.closed_at_s))
+
+
+def session_opened(view: ProgramView) -> m.SessionOpened:
+    return m.SessionOpened(session_id=view.program_id, tenant=view.tenant_id, name=view.name,
+                           workload_class=view.workload_class, opened_at_ns=_ns(view.created_at_s) or 0)
+
+
+def session_closed(view: ProgramView) -> m.SessionClosed:
+    return m.SessionClosed(session_id=view.program_id, tenant=view.tenant_id,
+                           reason=view.close_reason or "client", closed_at_ns=_ns(view.closed_at_s) or 0)
