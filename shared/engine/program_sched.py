@@ -1,0 +1,241 @@
+"""Program-aware scheduling state for a vLLM-style engine: the brain of ProgramAwareScheduler.
+
+Pure (no vLLM, no clock): the vLLM subclass passes `now_s` and step durations in and applies what
+comes out (priorities, queue repairs, preemptions). Every decision is the shared core's:
+`SchedulingPolicy.key/level`, `plan_preemptions`, `should_promote`, `ProgramLedger`.
+
+Service model (DESIGN.md): a call's attained service is engine time while it is in a scheduled
+batch (since its program's last promotion); its level comes from the program's service S_p plus
+that attained service, so a new call inherits its program's level and is demoted by its own service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.core.mlfq import MlfqConfig
+from shared.core.policy import CallView, PolicyName, SchedulingPolicy, parse_policy
+from shared.core.preemption import Preemption, plan_preemptions
+from shared.core.starvation import StarvationConfig, should_promote
+from shared.engine.api import DictProgramDirectory, ProgramDirectory
+from shared.engine.program_meta import ProgramMeta
+
+CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds SchedulerSettings fields
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    policy: SchedulingPolicy = SchedulingPolicy(PolicyName.PLAS)
+    starvation: StarvationConfig = StarvationConfig()
+    min_class_gap: float = 0.0
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any] | None) -> SchedulerSettings:
+        """From `additional_config["autellix"]`: policy, num_levels, base_quantum_s, beta, ..."""
+        raw = dict(raw or {})
+        known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"unknown autellix scheduler settings {unknown}; known: {sorted(known)}")
+        mlfq = MlfqConfig(num_levels=int(raw.get("num_levels", 8)),
+                          base_quantum_s=float(raw.get("base_quantum_s", 1.0)),
+                          growth=float(raw.get("growth", 2.0)))
+        policy = SchedulingPolicy(parse_policy(str(raw.get("policy", "plas"))), mlfq)
+        beta = raw.get("beta", StarvationConfig().beta)
+        starvation = StarvationConfig(beta=None if beta is None else float(beta),
+                                      min_service_s=float(raw.get("min_service_s", 1.0)))
+        return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)))
+
+
+@dataclass(slots=True, eq=False)
+class CallState:
+    """One request as the program-aware scheduler sees it."""
+
+    call_id: str
+    program_id: str
+    thread_id: str
+    arrival_s: float
+    seq: int
+    program_arrival_s: float
+    oracle_remaining_s: float
+    submit_epoch: int
+    thread_service_at_submit_s: float
+    prompt_tokens: int
+    epoch: int = 0  # the program's ledger epoch these figures belong to
+    attained_s: float = 0.0  # own service since the program's last promotion
+    service_s: float = 0.0  # own service in total
+    wait_s: float = 0.0  # closed waiting intervals
+    waiting_since_s: float | None = None  # open waiting interval (None while running)
+    wait_at_epoch_s: float = 0.0  # total wait when the program was last promoted
+    key: tuple = ()
+    level: int = 0
+    next_change_s: float = float("inf")  # attained service at which the level changes
+    program_service_s: float = 0.0  # S_p used for `key`
+    running: bool = False
+    admitted: bool = False
+    preemptions: int = 0
+    prefix_hit_tokens: int = 0  # served from the prefix cache at first admission
+    resume_hit_tokens: int = 0  # served from the prefix cache when resuming after preemptions
+    recomputed_tokens: int = 0
+    high_water_tokens: int = 0  # most tokens ever computed (anything below is recomputation)
+    output_tokens: int = 0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    aborted: bool = False
+
+    def current_wait_s(self, now_s: float) -> float:
+        return self.wait_s + (now_s - self.waiting_since_s if self.waiting_since_s is not None else 0.0)
+
+
+@dataclass
+class RefreshResult:
+    requeue: list[CallState] = field(default_factory=list)  # waiting calls whose key changed
+    reprioritized: list[CallState] = field(default_factory=list)  # running calls whose level changed
+    promoted_programs: list[str] = field(default_factory=list)
+
+
+class ProgramScheduleState:
+    """Calls, keys and levels of one engine; reads program state from a ProgramDirectory."""
+
+    def __init__(self, settings: SchedulerSettings, directory: ProgramDirectory | None = None) -> None:
+        self.settings = settings
+        self.policy = settings.policy
+        self.directory: ProgramDirectory = directory if directory is not None else DictProgramDirectory()
+        self.calls: dict[str, CallState] = {}
+        self._by_program: dict[str, set[str]] = {}
+        self._program_seen: dict[str, tuple[float, float, int]] = {}  # (S_p, s_T sum marker, epoch)
+        self._next_seq = 0
+
+    # --- admission and removal ---------------------------------------------------------------
+    def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
+              now_s: float) -> CallState:
+        if call_id in self.calls:
+            raise ValueError(f"duplicate request id {call_id!r}")
+        ledger = self.directory.ledger(meta.program_id)
+        seq = meta.seq if meta.seq is not None else self._next_seq
+        self._next_seq = max(self._next_seq, seq) + 1
+        call = CallState(
+            call_id=call_id, program_id=meta.program_id, thread_id=meta.thread_id, arrival_s=arrival_s,
+            seq=seq, program_arrival_s=meta.program_arrival_s if meta.program_arrival_s is not None else arrival_s,
+            oracle_remaining_s=meta.oracle_remaining_s, submit_epoch=ledger.epoch,
+            thread_service_at_submit_s=ledger.thread_service(meta.thread_id), prompt_tokens=prompt_tokens,
+            epoch=ledger.epoch, waiting_since_s=now_s,
+        )
+        self.calls[call_id] = call
+        self._by_program.setdefault(meta.program_id, set()).add(call_id)
+        self._rekey(call)
+        return call
+
+    def remove(self, call_id: str) -> CallState | None:
+        call = self.calls.pop(call_id, None)
+        if call is not None:
+            ids = self._by_program.get(call.program_id)
+            if ids is not None:
+                ids.discard(call_id)
+                if not ids:
+                    del self._by_program[call.program_id]
+                    self._program_seen.pop(call.program_id, None)
+        return call
+
+    # --- keys --------------------------------------------------------------------------------
+    def view(self, call: CallState) -> CallView:
+        ledger = self.directory.ledger(call.program_id)
+        return CallView(arrival_s=call.arrival_s, seq=call.seq, attained_s=call.attained_s,
+                        program_service_s=ledger.service_s, thread_service_s=ledger.thread_service(call.thread_id),
+                        program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
+
+    def _rekey(self, call: CallState) -> bool:
+        """Recompute key and level from the core; True when the key changed."""
+        view = self.view(call)
+        key = self.policy.key(view)
+        call.level = self.policy.level(view)
+        call.program_service_s = view.program_service_s
+        call.next_change_s = self._next_change(call, view)
+        changed = key != call.key
+        call.key = key
+        return changed
+
+    def _next_change(self, call: CallState, view: CallView) -> float:
+        """Attained service at which this call's key next changes (inf: never by service alone)."""
+        name = self.policy.name
+        if name is PolicyName.SRPT:
+            return call.attained_s  # remaining work changes with every step
+        if name is PolicyName.FCFS:
+            return float("inf")
+        mlfq = self.policy.mlfq
+        if call.level >= mlfq.num_levels - 1:
+            return float("inf")
+        base = 0.0 if name is PolicyName.MLFQ else view.program_service_s
+        return mlfq.threshold_s(call.level) - base
+
+    # --- per-step accounting -----------------------------------------------------------------
+    def charge(self, call_ids: Iterable[str], duration_s: float) -> list[CallState]:
+        """Add one step's duration to every call in the batch; returns calls whose key changed."""
+        changed = []
+        calls = self.calls
+        for cid in call_ids:
+            call = calls.get(cid)
+            if call is None:
+                continue
+            call.attained_s += duration_s
+            call.service_s += duration_s
+            if call.attained_s >= call.next_change_s and self._rekey(call):
+                changed.append(call)
+        return changed
+
+    def mark_running(self, call: CallState, now_s: float) -> None:
+        if call.waiting_since_s is not None:
+            call.wait_s += max(now_s - call.waiting_since_s, 0.0)
+            call.waiting_since_s = None
+        call.running = True
+
+    def mark_waiting(self, call: CallState, now_s: float) -> None:
+        if call.waiting_since_s is None:
+            call.waiting_since_s = now_s
+        call.running = False
+
+    def refresh(self, now_s: float, waiting: Iterable[CallState]) -> RefreshResult:
+        """Before a scheduling step: apply program-service updates and promotions to every call."""
+        result = RefreshResult()
+        # 1. anti-starvation: a waiting call whose program waited beta times its service
+        cfg = self.settings.starvation
+        if cfg.beta is not None and (self.policy.program_aware or self.policy.name is PolicyName.MLFQ):
+            for call in waiting:
+                if call.level == 0 or call.program_id in result.promoted_programs:
+                    continue
+                ledger = self.directory.ledger(call.program_id)
+                if should_promote(cfg, ledger.wait_s, ledger.service_s,
+                                  call.current_wait_s(now_s) - call.wait_at_epoch_s, call.attained_s):
+                    self.directory.promote(call.program_id)
+                    result.promoted_programs.append(call.program_id)
+        # 2. program-service changes (completions folded in by the process table, promotions)
+        for program_id, call_ids in self._by_program.items():
+            ledger = self.directory.ledger(program_id)
+            seen = (ledger.service_s, sum(ledger.thread_service_s.values()), ledger.epoch)
+            if self._program_seen.get(program_id) == seen:
+                continue
+            self._program_seen[program_id] = seen
+            for cid in call_ids:
+                call = self.calls[cid]
+                if call.epoch != ledger.epoch:  # promoted: own service and wait count from now
+                    call.epoch = ledger.epoch
+                    call.attained_s = 0.0
+                    call.wait_at_epoch_s = call.current_wait_s(now_s)
+                if self._rekey(call):
+                    (result.reprioritized if call.running else result.requeue).append(call)
+        return result
+
+    def plan(self, waiting: list[CallState], running: list[CallState], free_slots: int,
+             kv_blocked: bool) -> list[Preemption]:
+        """Proactive preemption (shared core). `waiting` is best-first. When KV is what blocks the
+        best waiting call, it alone may displace one runner per step (blocks free gradually)."""
+        if not self.policy.preemptive or not waiting or not running:
+            return []
+        gap = self.settings.min_class_gap
+        if kv_blocked:
+            return plan_preemptions([(waiting[0].key, waiting[0].call_id)],
+                                    [(c.key, c.call_id) for c in running], 0, gap)
+        return plan_preemptions([(c.key, c.call_id) for c in waiting],
+                                [(c.key, c.call_id) for c in running], free_slots, gap)

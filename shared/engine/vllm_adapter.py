@@ -1,0 +1,487 @@
+"""The one module that imports vLLM (0.33.0, V1): Autellix's scheduler inside vLLM's own engine.
+
+- `ProgramAwareScheduler` (subclass of `AsyncScheduler`, for production) and
+  `SyncProgramAwareScheduler` (subclass of `Scheduler`, for CPU emulation): plugged in through
+  `SchedulerConfig.scheduler_cls`. A thin shell: every decision comes from
+  `shared.engine.program_sched` (which calls the shared core); this file only applies them to vLLM's
+  queues (priority = MLFQ level, waiting queue ordered by the policy key, remove + re-add on a key
+  change, proactive preemption through vLLM's own `_preempt_request`).
+- `StockScheduler` / `SyncStockScheduler`: vLLM's FCFS or priority scheduler unchanged, with the
+  same per-call accounting (the baselines).
+- CPU construction (`build_cpu_scheduler`), request building and a fake model-runner output, used by
+  the `emulated` engine (`shared.engine.vllm_emulated`).
+- `VllmGpuEngine`: vLLM's real `EngineCore` with our scheduler class, for GPU machines.
+
+Settings ride in `VllmConfig.additional_config["autellix"]` (see `SchedulerSettings.from_config`);
+program and thread ids ride in `SamplingParams.extra_args["autellix"]` (see `program_meta`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
+
+import torch  # noqa: E402
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import sha256  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
+from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
+from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+from shared.core.policy import PolicyName  # noqa: E402
+from shared.engine.program_meta import parse_program_meta  # noqa: E402
+from shared.engine.program_sched import (  # noqa: E402
+    CONFIG_KEY,
+    CallState,
+    ProgramScheduleState,
+    SchedulerSettings,
+)
+
+VLLM_VERSION = "0.33.0"
+BLOCK_SIZE = 16
+
+
+# --- the waiting queue, ordered by the policy key --------------------------------------------
+class KeyedRequestQueue(RequestQueue):
+    """vLLM's priority heap, ordered by our policy key instead of (priority, arrival_time).
+
+    Entries are removed lazily (a tombstone set), so a key change is remove + re-add in O(log n).
+    """
+
+    def __init__(self, key_of: Callable[[Request], tuple]) -> None:
+        self._key_of = key_of
+        self._heap: list[tuple[tuple, int, Request]] = []
+        self._live: dict[int, int] = {}  # id(request) -> entry serial of its live entry
+        self._serial = 0
+
+    def add_request(self, request: Request) -> None:
+        self._serial += 1
+        self._live[id(request)] = self._serial
+        heapq.heappush(self._heap, (self._key_of(request), self._serial, request))
+
+    def _prune(self) -> None:
+        heap = self._heap
+        while heap and self._live.get(id(heap[0][2])) != heap[0][1]:
+            heapq.heappop(heap)
+
+    def pop_request(self) -> Request:
+        self._prune()
+        if not self._heap:
+            raise IndexError("pop from an empty queue")
+        _, _, request = heapq.heappop(self._heap)
+        del self._live[id(request)]
+        return request
+
+    def peek_request(self) -> Request:
+        self._prune()
+        if not self._heap:
+            raise IndexError("peek from an empty queue")
+        return self._heap[0][2]
+
+    def prepend_request(self, request: Request) -> None:
+        self.add_request(request)  # a keyed queue has no front: the key decides
+
+    def prepend_requests(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            self.add_request(request)
+
+    def remove_request(self, request: Request) -> None:
+        if self._live.pop(id(request), None) is None:
+            raise ValueError(f"request {request.request_id} is not in the queue")
+        if len(self._heap) > 2 * len(self._live) + 64:  # compact when tombstones dominate
+            self._heap = [e for e in self._heap if self._live.get(id(e[2])) == e[1]]
+            heapq.heapify(self._heap)
+
+    def remove_requests(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            if id(request) in self._live:
+                self.remove_request(request)
+
+    def contains(self, request: Request) -> bool:
+        return id(request) in self._live
+
+    def unordered(self) -> Iterator[Request]:
+        return (e[2] for e in self._heap if self._live.get(id(e[2])) == e[1])
+
+    def smallest(self, n: int) -> list[Request]:
+        return [e[2] for e in heapq.nsmallest(n, (e for e in self._heap if self._live.get(id(e[2])) == e[1]))]
+
+    def __bool__(self) -> bool:
+        return bool(self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter([e[2] for e in sorted(e for e in self._heap if self._live.get(id(e[2])) == e[1])])
+
+
+# --- per-call accounting shared by our scheduler and the stock baselines -----------------------
+class _CallTracking:
+    """Accounting for every request: service (step durations while scheduled), wait, prefix hits,
+    recomputation, first token and finish times. Mixed in front of a vLLM scheduler class."""
+
+    def _init_tracking(self) -> None:
+        raw = (self.vllm_config.additional_config or {}).get(CONFIG_KEY)
+        self.autellix_settings = SchedulerSettings.from_config(raw)
+        self.program_state = ProgramScheduleState(self.autellix_settings)
+        self.finished_calls: list[CallState] = []
+        self.promoted_programs: list[str] = []
+        self._fixed_now_s: float | None = None  # emulation: the driver's clock
+        self._fixed_duration_s: float | None = None  # emulation: the cost model's step time
+        self._last_update_mono_s = time.monotonic()
+        self._scheduled_at_mono_s: dict[int, float] = {}
+        self._step_end_s: float | None = None
+
+    # clock: the emulated engine sets both; on a GPU the wall clock measures steps
+    def set_clock(self, now_s: float, step_duration_s: float | None = None) -> None:
+        self._fixed_now_s = now_s
+        self._fixed_duration_s = step_duration_s
+
+    def now_s(self) -> float:
+        return self._fixed_now_s if self._fixed_now_s is not None else time.monotonic()
+
+    def attach_directory(self, directory) -> None:
+        """Read program state (S_p, W_p, s_T) from the engine agent's cache or the simulator's table."""
+        if self.program_state.calls:
+            raise ValueError("attach the program directory before the first request")
+        self.program_state = ProgramScheduleState(self.autellix_settings, directory)
+
+    def _priority_of(self, call: CallState) -> int:
+        head = call.key[0] if call.key else 0
+        if self.autellix_settings.policy.name is PolicyName.SRPT:
+            return int(min(head, 1e9) * 1000)  # remaining service in ms
+        return int(head)
+
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.program_state.calls or request.request_id in self.requests:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        sp = request.sampling_params
+        meta = parse_program_meta(sp.extra_args if sp is not None else None, request.request_id)
+        call = self.program_state.admit(request.request_id, meta, request.arrival_time,
+                                        request.num_prompt_tokens, self.now_s())
+        self._on_admit(request, call)
+        super().add_request(request)
+
+    def _on_admit(self, request: Request, call: CallState) -> None:
+        if self.policy == SchedulingPolicy.PRIORITY and request.priority == 0:
+            request.priority = self._priority_of(call)  # stock priority: the level at submit, fixed
+
+    def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        now = self.now_s()
+        self._before_schedule(now)
+        so = super().schedule(*args, **kwargs)
+        self._after_schedule(so, now)
+        if self._fixed_now_s is None:
+            self._scheduled_at_mono_s[id(so)] = time.monotonic()
+        return so
+
+    def _before_schedule(self, now_s: float) -> None:
+        pass
+
+    def _after_schedule(self, so: SchedulerOutput, now_s: float) -> None:
+        state, calls = self.program_state, self.program_state.calls
+        for rid in so.preempted_req_ids:
+            call = calls.get(rid)
+            if call is not None and call.running:
+                call.preemptions += 1
+                state.mark_waiting(call, now_s)
+        for rid, n in so.num_scheduled_tokens.items():
+            call = calls.get(rid)
+            if call is None:
+                continue
+            start = self.requests[rid].num_computed_tokens - n
+            if not call.running:
+                if call.admitted:
+                    call.resume_hit_tokens += start
+                else:
+                    call.prefix_hit_tokens = start
+                    call.admitted = True
+                state.mark_running(call, now_s)
+            end = start + n
+            if start < call.high_water_tokens:
+                call.recomputed_tokens += min(end, call.high_water_tokens) - start
+            if end > call.high_water_tokens:
+                call.high_water_tokens = end
+
+    def _step_duration_s(self, so: SchedulerOutput) -> float:
+        if self._fixed_duration_s is not None:
+            return self._fixed_duration_s
+        now = time.monotonic()
+        start = max(self._scheduled_at_mono_s.pop(id(so), now), self._last_update_mono_s)
+        self._last_update_mono_s = now
+        return max(now - start, 0.0)
+
+    def update_from_output(self, so: SchedulerOutput, mro: ModelRunnerOutput):
+        duration = self._step_duration_s(so)
+        end = (self._fixed_now_s + duration) if self._fixed_now_s is not None else self.now_s()
+        self._step_end_s = end
+        changed = self.program_state.charge(so.num_scheduled_tokens, duration)
+        self._on_keys_changed(changed)
+        calls = self.program_state.calls
+        for rid, tokens in zip(mro.req_ids, mro.sampled_token_ids, strict=False):
+            if tokens:
+                call = calls.get(rid)
+                if call is not None and call.first_token_s is None:
+                    call.first_token_s = end
+        return super().update_from_output(so, mro)
+
+    def _on_keys_changed(self, changed: list[CallState]) -> None:
+        pass
+
+    def _free_request(self, request: Request, delay_free_blocks: bool = False):
+        call = self.program_state.remove(request.request_id)
+        if call is not None:
+            end = self._step_end_s if self._step_end_s is not None else self.now_s()
+            if call.waiting_since_s is not None:
+                self.program_state.mark_running(call, end)  # closes the waiting interval
+            call.running = False
+            call.finish_s = end
+            call.output_tokens = request.num_output_tokens
+            call.aborted = request.status == RequestStatus.FINISHED_ABORTED
+            self.finished_calls.append(call)
+        return super()._free_request(request, delay_free_blocks)
+
+    def pop_finished_calls(self) -> list[CallState]:
+        out, self.finished_calls = self.finished_calls, []
+        return out
+
+    def pop_promoted_programs(self) -> list[str]:
+        out, self.promoted_programs = self.promoted_programs, []
+        return out
+
+
+class _ProgramAware(_CallTracking):
+    """PLAS/ATLAS/MLFQ/SRPT inside vLLM: keys from the core, proactive preemption, promotions."""
+
+    def _init_program_aware(self) -> None:
+        if self.autellix_settings.policy.name is PolicyName.FCFS:
+            raise ValueError("ProgramAwareScheduler needs a preemptive policy (plas, atlas, mlfq, srpt); "
+                             "use the stock FCFS scheduler for fcfs")
+        self.policy = SchedulingPolicy.PRIORITY  # stock KV-exhaustion preemption then picks the worst level
+        self.waiting = KeyedRequestQueue(self._key_of)
+        self.kv_holding_waiting = KeyedRequestQueue(self._key_of)
+
+    def _key_of(self, request: Request) -> tuple:
+        call = self.program_state.calls.get(request.request_id)
+        return call.key if call is not None else (request.priority, request.arrival_time, -1)
+
+    def _on_admit(self, request: Request, call: CallState) -> None:
+        request.priority = self._priority_of(call)
+
+    def _queue_of(self, request: Request) -> KeyedRequestQueue | None:
+        for q in (self.waiting, self.kv_holding_waiting):
+            if q.contains(request):
+                return q
+        return None
+
+    def _apply_key(self, call: CallState) -> None:
+        request = self.requests.get(call.call_id)
+        if request is None:
+            return
+        queue = self._queue_of(request)
+        if queue is not None:  # waiting: remove + re-add keeps the heap valid
+            queue.remove_request(request)
+            request.priority = self._priority_of(call)
+            queue.add_request(request)
+        else:
+            request.priority = self._priority_of(call)
+
+    def _on_keys_changed(self, changed: list[CallState]) -> None:
+        for call in changed:
+            self._apply_key(call)
+
+    def _before_schedule(self, now_s: float) -> None:
+        state, calls = self.program_state, self.program_state.calls
+        waiting_calls = [calls[r.request_id] for r in self.waiting.unordered() if r.request_id in calls]
+        result = state.refresh(now_s, waiting_calls)
+        for call in result.requeue + result.reprioritized:
+            self._apply_key(call)
+        self.promoted_programs.extend(result.promoted_programs)
+        if not self.waiting or not self.running:
+            return
+        best = calls.get(self.waiting.peek_request().request_id)
+        running_calls = [calls[r.request_id] for r in self.running if r.request_id in calls]
+        if best is None or not running_calls or best.key[0] >= max(c.key[0] for c in running_calls):
+            return  # nobody waiting has a strictly better class than the worst runner
+        free_slots = self.max_num_running_reqs - len(self.running)
+        kv_blocked = free_slots > 0 and not self._fits(self.requests[best.call_id])
+        waiting_best = [calls[r.request_id] for r in self.waiting.smallest(free_slots + len(running_calls))]
+        plan = state.plan(waiting_best, running_calls, free_slots, kv_blocked)
+        for p in plan:
+            victim = self.requests[p.victim]
+            if victim.status != RequestStatus.RUNNING:
+                continue
+            self.running.remove(victim)
+            self._preempt_request(victim, time.monotonic())
+
+    def _fits(self, request: Request) -> bool:
+        """Would the first chunk of this waiting request find free KV blocks right now?"""
+        _, num_cached, _ = self.kv_cache_manager.get_computed_blocks(request)
+        todo = request.num_tokens - max(num_cached, request.num_computed_tokens)
+        if self.scheduler_config.enable_chunked_prefill:
+            todo = min(todo, self.max_num_scheduled_tokens)
+        need = math.ceil((todo + 1) / self.block_size)
+        return self.kv_cache_manager.block_pool.get_num_free_blocks() >= need
+
+
+class ProgramAwareScheduler(_ProgramAware, AsyncScheduler):
+    """Production: vLLM's async scheduler with Autellix's program-aware policy."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_tracking()
+        self._init_program_aware()
+
+
+class SyncProgramAwareScheduler(_ProgramAware, Scheduler):
+    """The same policy on vLLM's synchronous scheduler (async_scheduling=False; CPU emulation)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_tracking()
+        self._init_program_aware()
+
+
+class StockScheduler(_CallTracking, AsyncScheduler):
+    """Baseline: vLLM's own FCFS or priority scheduling, with our accounting only."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_tracking()
+
+
+class SyncStockScheduler(_CallTracking, Scheduler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_tracking()
+
+
+SCHEDULER_KINDS = ("autellix", "stock-fcfs", "stock-priority")
+
+
+def scheduler_class(kind: str, sync: bool) -> tuple[type[Scheduler], str]:
+    """(scheduler class, vLLM queue policy) for a scheduler kind."""
+    match kind:
+        case "autellix":
+            return (SyncProgramAwareScheduler if sync else ProgramAwareScheduler), "priority"
+        case "stock-fcfs":
+            return (SyncStockScheduler if sync else StockScheduler), "fcfs"
+        case "stock-priority":
+            return (SyncStockScheduler if sync else StockScheduler), "priority"
+    raise ValueError(f"unknown scheduler {kind!r}; valid: {', '.join(SCHEDULER_KINDS)}")
+
+
+# --- CPU construction (no GPU, no weights, no hub) ----------------------------------------------
+def _tiny_model_dir(max_model_len: int) -> str:
+    """ModelConfig needs only a config.json when the tokenizer is skipped."""
+    d = tempfile.mkdtemp(prefix="autellix-tiny-llama-")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                   "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+                   "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": max_model_len,
+                   "torch_dtype": "float32"}, f)
+    return d
+
+
+_HASH_READY = False
+
+
+def block_hasher():
+    global _HASH_READY
+    if not _HASH_READY:
+        init_none_hash(sha256)
+        _HASH_READY = True
+    return get_request_block_hasher(BLOCK_SIZE, sha256)
+
+
+def build_cpu_scheduler(*, num_blocks: int, kind: str = "autellix", settings: dict | None = None,
+                        max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+                        chunked_prefill: bool = True, prefix_caching: bool = True,
+                        max_model_len: int = 131072, sync: bool = True, log_stats: bool = False) -> Scheduler:
+    """vLLM's real V1 scheduler and KV cache manager on the CPU, KV sized by hand."""
+    cls, queue_policy = scheduler_class(kind, sync)
+    mc = ModelConfig(model=_tiny_model_dir(max_model_len), skip_tokenizer_init=True, dtype="float32",
+                     max_model_len=max_model_len, seed=0)
+    if not chunked_prefill:
+        max_num_batched_tokens = max(max_num_batched_tokens, max_model_len)  # whole prefills must fit
+    sc = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         max_model_len=max_model_len, is_encoder_decoder=False, policy=queue_policy,
+                         enable_chunked_prefill=chunked_prefill, async_scheduling=not sync,
+                         scheduler_cls=cls)
+    cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
+    vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc,
+                    device_config=DeviceConfig(device="cpu"),
+                    additional_config={CONFIG_KEY: dict(settings or {})})
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec(["layer0"], FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1,
+                                                       dtype=torch.float32))])
+    vc.cache_config.num_gpu_blocks = num_blocks  # normally set by GPU memory profiling
+    sched_cls = vc.scheduler_config.get_scheduler_cls()
+    return sched_cls(vllm_config=vc, kv_cache_config=kv, block_size=BLOCK_SIZE,
+                     structured_output_manager=StructuredOutputManager(vc), log_stats=log_stats)
+
+
+def make_request(request_id: str, prompt_token_ids: list[int], max_tokens: int, arrival_s: float,
+                 extra_args: dict | None = None, priority: int = 0, hasher=None) -> Request:
+    """A vLLM request that generates exactly `max_tokens` tokens (ignore_eos, as in the paper)."""
+    sp = SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=extra_args)
+    return Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling_params=sp,
+                   pooling_params=None, priority=priority, arrival_time=arrival_s,
+                   block_hasher=hasher if hasher is not None else block_hasher())
+
+
+def scheduled_work(sched: Scheduler, so: SchedulerOutput) -> tuple[int, int, list[tuple[int, int]]]:
+    """(tokens, summed decode contexts, prefill chunks as (new, context after)) of a sync step."""
+    decode_ctx = 0
+    chunks: list[tuple[int, int]] = []
+    for rid, n in so.num_scheduled_tokens.items():
+        r = sched.requests[rid]
+        after = r.num_computed_tokens  # already advanced by schedule()
+        if n == 1 and after >= r.num_tokens:
+            decode_ctx += after
+        else:
+            chunks.append((n, after))
+    return so.total_num_scheduled_tokens, decode_ctx, chunks
+
+
+def fake_runner_output(sched: Scheduler, so: SchedulerOutput,
+                       next_token: Callable[[str, int], int]) -> ModelRunnerOutput:
+    """What a GPU worker would return: the next token of every request whose prompt is fully
+    computed (`next_token(request_id, output_index)`), nothing for a partial prefill chunk."""
+    req_ids = list(so.num_scheduled_tokens)
+    sampled = []
+    for rid in req_ids:
+        r = sched.requests[rid]
+        sampled.append([next_token(rid, r.num_output_tokens)] if r.num_computed_tokens >= r.num_tokens else [])
+    return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                             sampled_token_ids=sampled)
+
+
+def kv_usage(sched: Scheduler) -> tuple[int, int]:
+    """(used blocks, total blocks) of the KV cache."""
+    pool = sched.kv_cache_manager.block_pool
+    total = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+    return total - pool.get_num_free_blocks(), total
+
+
+def cached_prefix_tokens(sched: Scheduler, token_ids: list[int]) -> int:
+    """Prompt tokens the prefix cache holds for these token ids (a routing hint; no side effects)."""
+    probe = make_request("__autellix_probe__", token_ids, 1, 0.0)
+    _, num_cached, _ = sched.kv_cache_manager.get_computed_blocks(probe)
+    return num_cached
