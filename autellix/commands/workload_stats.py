@@ -37,6 +37,28 @@ def _table(name: str, rows: list[Row]) -> list[str]:
     return lines
 
 
+def _by_group(programs: list) -> list[str]:
+    """Per (tenant, program class) averages, for mixes."""
+    groups: dict[tuple[str, str], list] = {}
+    for p in programs:
+        groups.setdefault((p.tenant, p.workload), []).append(p)
+    if len(groups) < 2:
+        return []
+    lines = [
+        "",
+        "| tenant | class | programs | calls/program | context tokens/call | output tokens/program |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for (tenant, cls), members in sorted(groups.items()):
+        calls = [c for p in members for c in p.calls]
+        lines.append(
+            f"| {tenant} | {cls} | {len(members)} | {_fmt(len(calls) / len(members))} | "
+            f"{_fmt(sum(c.prompt_tokens for c in calls) / len(calls))} | "
+            f"{_fmt(sum(p.output_tokens for p in members) / len(members))} |"
+        )
+    return lines
+
+
 def _trace_note(name: str) -> str | None:
     if name == "sharegpt-trace":
         from loadgen.traces.sharegpt import load_sharegpt
@@ -76,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         if note:
             lines += [note, ""]
-        lines += _table(name, workload_rows(programs))
+        lines += _table(name, workload_rows(programs)) + _by_group(programs)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out != "-":

@@ -2,7 +2,9 @@
 
 Options every synthetic workload takes:
 - `tool_delays` (bool): draw tool/interrupt pauses (see `tools.py`). Default False for the paper's
-  workloads (the paper reproduction has none).
+  workloads (the paper reproduction has none), True for coding, browser and multitenant.
+`multitenant` also takes `shares` ("heavy:medium:light" program counts, default "1:1:1") and
+`tenants_per_class` (default 1).
 Trace workloads take `path` (a file to read instead of the installed package's) and
 `max_records` (read at most this many records).
 """
@@ -13,10 +15,13 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loadgen.workloads.browser import browser_program
 from loadgen.workloads.chatbot import chatbot_program
+from loadgen.workloads.coding import coding_program
 from loadgen.workloads.mapreduce import mapreduce_program
 from loadgen.workloads.mcts import mcts_program
 from loadgen.workloads.mixed import mixed_programs
+from loadgen.workloads.multitenant import multitenant_programs
 from loadgen.workloads.react import react_program
 from loadgen.workloads.sampling import program_rng
 from loadgen.workloads.spec import ProgramSpec
@@ -54,6 +59,12 @@ WORKLOADS: dict[str, Workload] = {
     "mapreduce": Workload("mapreduce", "map-reduce summarisation (fork/join)", per_program("mapreduce", mapreduce_program), ("tool_delays",)),
     "mcts": Workload("mcts", "LATS tree search (5-way expansion tree)", per_program("mcts", mcts_program), ("tool_delays",)),
     "mixed": Workload("mixed", "equal mix of chatbot, react, mapreduce, mcts", _mixed, ("tool_delays",)),
+    # Issue 6: agents with tool pauses (on by default).
+    "coding": Workload("coding", "SWE-bench-style coding agent, growing context, tool pauses", per_program("coding", coding_program, True), ("tool_delays",)),
+    "browser": Workload("browser", "WebArena-style browser agent, page per step, tool pauses", per_program("browser", browser_program, True), ("tool_delays",)),
+    "multitenant": Workload(
+        "multitenant", "heavy (coding), medium (browser), light (function-calling) tenants", multitenant_programs, ("tool_delays", "shares", "tenants_per_class")
+    ),
 }
 
 
