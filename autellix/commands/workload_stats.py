@@ -83,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
         "# Workload statistics",
         "",
         f"Command: `{command}`. Tokens of real traces are estimated at 4 characters per token.",
-        "`new prompt tokens/call` = prompt tokens not already in the context of the calls it depends on",
-        "(what a perfect prefix cache still prefills); `context tokens/call` = the whole prompt, which",
-        "occupies KV and costs attention; `cross-program shared` = system prompts and tool schemas.",
+        "`new prompt tokens/call` = the program's own prompt tokens not already in the context of the",
+        "calls it depends on (what a perfect prefix cache still prefills; system prompts and tool schemas",
+        "shared across programs are left out); `context tokens/call` = the whole prompt, which occupies",
+        "KV and costs attention; `cross-program shared` = system prompts and tool schemas.",
     ]
     for name in names:
         lines += ["", f"## {name}: {WORKLOADS[name].description}", ""]
