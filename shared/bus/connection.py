@@ -27,13 +27,15 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             log.warning("nats_error", error=f"{type(exc).__name__}: {exc}")
 
     async def on_disconnected() -> None:
-        log.warning("nats_disconnected")
+        if first_attempt_done and not nc.is_closed:  # closing on purpose is not news
+            log.warning("nats_disconnected")
 
     async def on_reconnected() -> None:
         log.info("nats_reconnected", server=str(nc.connected_url.netloc if nc.connected_url else ""))
 
     async def on_closed() -> None:
-        log.info("nats_closed")
+        if first_attempt_done:
+            log.info("nats_closed")
 
     nc = Client()
     try:

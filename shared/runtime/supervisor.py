@@ -1,0 +1,291 @@
+"""The process supervisor behind `autellix up`.
+
+Order of work: NATS (embedded unless NATS_URL is given) -> PostgreSQL (embedded unless
+DATABASE_URL) -> `alembic upgrade head` -> every installed service as its own process -> health
+checks (NATS HealthCheck, engine heartbeats, HTTP /healthz) -> ready. It then waits for Ctrl-C /
+SIGTERM or for a child to die, and stops everything in reverse order: services get SIGTERM and
+`stop_timeout_s` to drain, then SIGKILL of their process group; PostgreSQL gets a fast shutdown,
+NATS a SIGTERM. Nothing is left running.
+
+State folder layout: nats/ (JetStream store), pg/ (PostgreSQL data), logs/<process>.log, up.json
+(URLs and pids of the running stack, read by `autellix events tail`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from shared.bus import Bus, BusError
+from shared.logging import configure_logging
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.runtime.catalog import SERVICES, HealthProbe, Instance, StackOptions, plan
+from shared.runtime.nats_server import NatsServer
+from shared.runtime.postgres import EmbeddedPostgres
+from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
+
+DEFAULT_STATE_DIR = Path("/var/lib/autellix")
+MANIFEST_NAME = "up.json"
+
+
+class StartupFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class StackConfig:
+    state_dir: Path = DEFAULT_STATE_DIR
+    options: StackOptions = field(default_factory=StackOptions)
+    nats_url: str | None = None  # external NATS; None starts the embedded one
+    database_url: str | None = None  # external PostgreSQL; None starts the embedded one
+    nats_port: int = 4222  # embedded NATS; 0 picks a free port
+    environment: str = "development"
+    log_level: str = "info"
+    api_keys: str | None = None  # AUTELLIX_API_KEYS; None in development makes a dev key
+    startup_timeout_s: float = 60.0
+    stop_timeout_s: float = 10.0
+    migrate: bool = True
+
+
+def read_manifest(state_dir: Path) -> dict | None:
+    try:
+        return json.loads((Path(state_dir) / MANIFEST_NAME).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def migrations_dir() -> Path | None:
+    """The project's migrations/ folder (found on disk, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("migrations")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(loc) / "alembic.ini").is_file():
+            return Path(loc)
+    return None
+
+
+class Stack:
+    def __init__(self, cfg: StackConfig, say: Callable[[str], None] | None = None) -> None:
+        self.cfg = cfg
+        self.say = say or (lambda line: print(f"autellix up: {line}", flush=True))
+        self.state_dir = Path(cfg.state_dir).resolve()
+        self.nats: NatsServer | None = None
+        self.postgres: EmbeddedPostgres | None = None
+        self.processes: list[ManagedProcess] = []
+        self.instances: list[Instance] = []
+        self.nats_url = cfg.nats_url or ""
+        self.database_url = cfg.database_url or ""
+        self.api_keys = cfg.api_keys or ""
+        self._stopped = False
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    # --- start -------------------------------------------------------------------------------
+    async def start(self, interrupted: asyncio.Event) -> None:
+        """Bring the stack up; raises StartupFailed (the caller then calls `stop()`)."""
+        self.instances, skipped = plan(self.cfg.options, SERVICES)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        if skipped:
+            self.say(f"not installed, skipped: {', '.join(skipped)}")
+        self.say(f"services: {', '.join(i.name for i in self.instances) or 'none'}")
+        self._start_nats()
+        if any(i.needs_database for i in self.instances) or self.cfg.database_url:
+            self._start_postgres()
+            if self.cfg.migrate:
+                self._migrate()
+        if not self.api_keys and self.cfg.environment == "development":
+            self.api_keys = f"dev:sk-dev-{secrets.token_urlsafe(18)}"
+            self.say(f"development API key (tenant 'dev'): {self.api_keys.split(':', 1)[1]}")
+        for inst in self.instances:
+            self._start_service(inst)
+        self._write_manifest()
+        await self._wait_healthy(interrupted)
+
+    def _start_nats(self) -> None:
+        if self.nats_url:
+            self.say(f"using external NATS at {self.nats_url}")
+            return
+        self.nats = NatsServer(self.state_dir / "nats", port=self.cfg.nats_port,
+                               log_path=self.log_dir / "nats.log")
+        self.nats.start()
+        self.nats_url = self.nats.url
+        self.say(f"NATS (JetStream) at {self.nats_url}, store {self.nats.store_dir}")
+
+    def _start_postgres(self) -> None:
+        if self.database_url:
+            self.say("using external PostgreSQL (DATABASE_URL)")
+            return
+        t0 = time.monotonic()
+        self.postgres = EmbeddedPostgres(self.state_dir / "pg").start()
+        self.database_url = self.postgres.database_url
+        self.say(f"PostgreSQL at {self.postgres.data_dir} (Unix socket) in {time.monotonic() - t0:.1f} s")
+
+    def _migrate(self) -> None:
+        folder = migrations_dir()
+        if folder is None:
+            self.say("no migrations/ folder found: schema not migrated")
+            return
+        log_path = self.log_dir / "migrations.log"
+        with open(log_path, "ab") as log_file:
+            done = subprocess.run(python_module_argv("alembic", "-c", str(folder / "alembic.ini"), "upgrade", "head"),
+                                  env=base_env({"DATABASE_URL": self.database_url}), cwd=folder.parent,
+                                  stdout=log_file, stderr=subprocess.STDOUT, timeout=300)
+        if done.returncode != 0:
+            raise StartupFailed(f"alembic upgrade head failed (exit {done.returncode}); see {log_path}")
+        self.say("migrations applied (alembic upgrade head)")
+
+    def _service_env(self, inst: Instance) -> dict[str, str]:
+        env = {"NATS_URL": self.nats_url, "AUTELLIX_ENV": self.cfg.environment, "LOG_LEVEL": self.cfg.log_level,
+               **inst.env}
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        if self.api_keys:
+            env["AUTELLIX_API_KEYS"] = self.api_keys
+        return base_env(env)
+
+    def _start_service(self, inst: Instance) -> None:
+        proc = ManagedProcess(inst.name, python_module_argv(inst.module), self._service_env(inst),
+                              self.log_dir / f"{inst.name}.log").start()
+        self.processes.append(proc)
+
+    def _write_manifest(self) -> None:
+        opts = self.cfg.options
+        manifest = {
+            "nats_url": self.nats_url,
+            "api_url": f"http://{opts.host}:{opts.port}",
+            "state_dir": str(self.state_dir),
+            "supervisor_pid": os.getpid(),
+            "pids": {p.name: p.pid for p in self.processes},
+            "nats_pid": self.nats.pid if self.nats else None,
+            "postgres_pid": self.postgres.pid if self.postgres else None,
+        }
+        path = self.state_dir / MANIFEST_NAME
+        path.write_text(json.dumps(manifest, indent=2))
+
+    async def _wait_healthy(self, interrupted: asyncio.Event) -> None:
+        if not self.instances:
+            return
+        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        bus = await Bus.connect(self.nats_url, service="supervisor", connect_timeout_s=5.0)
+        heartbeats: set[str] = set()
+
+        async def on_heartbeat(msg) -> None:
+            heartbeats.add(msg.body.engine_id)
+        await bus.subscribe(subjects.all_engine_heartbeats(), on_heartbeat, types=(m.EngineHeartbeat,))
+        pending = {inst.name: inst for inst in self.instances}
+        try:
+            async with httpx.AsyncClient(timeout=1.0) as http:
+                while pending:
+                    self._check_children()
+                    if interrupted.is_set():
+                        raise StartupFailed("interrupted during startup")
+                    for name, inst in list(pending.items()):
+                        if await self._probe(inst, bus, http, heartbeats):
+                            del pending[name]
+                            self.say(f"{name} healthy")
+                    if pending and time.monotonic() > deadline:
+                        raise StartupFailed(f"not healthy after {self.cfg.startup_timeout_s:g} s: "
+                                            f"{', '.join(pending)} (logs in {self.log_dir})")
+                    if pending:
+                        await asyncio.sleep(0.1)
+        finally:
+            await bus.close()
+
+    async def _probe(self, inst: Instance, bus: Bus, http: httpx.AsyncClient, heartbeats: set[str]) -> bool:
+        if inst.probe is HealthProbe.HEARTBEAT:
+            return inst.probe_target in heartbeats
+        if inst.probe is HealthProbe.NATS:
+            try:
+                status = await bus.request(subjects.health(inst.probe_target), m.HealthCheck(), timeout_s=0.5)
+            except BusError:
+                return False
+            return bool(status.ok)
+        try:
+            resp = await http.get(inst.probe_target)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    def _check_children(self) -> None:
+        for proc in self.processes:
+            code = proc.exit_code()
+            if code is not None:
+                raise StartupFailed(f"{proc.name} exited with code {code}; last lines of {proc.log_path}:\n"
+                                    f"{proc.log_tail()}")
+
+    # --- run and stop -----------------------------------------------------------------------------
+    async def supervise(self, stop: asyncio.Event) -> int:
+        """Wait for a stop request (0) or an unexpected child exit (1)."""
+        while not stop.is_set():
+            for proc in self.processes:
+                code = proc.exit_code()
+                if code is not None:
+                    self.say(f"{proc.name} exited unexpectedly with code {code}; stopping the stack. "
+                             f"Last lines of {proc.log_path}:\n{proc.log_tail()}")
+                    return 1
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=0.5)
+            except TimeoutError:
+                pass
+        return 0
+
+    def stop(self) -> None:
+        """Stop everything in reverse start order; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for proc in reversed(self.processes):
+            proc.terminate()
+            code = proc.wait_or_kill(self.cfg.stop_timeout_s)
+            self.say(f"{proc.name} stopped (exit {code})")
+        if self.postgres is not None:
+            self.postgres.stop()
+            self.say("PostgreSQL stopped")
+        if self.nats is not None:
+            self.nats.stop()
+            self.say("NATS stopped")
+        manifest = self.state_dir / MANIFEST_NAME
+        if manifest.exists():
+            manifest.unlink()
+
+
+async def run_stack(cfg: StackConfig, on_ready: Callable[[Stack], None] | None = None) -> int:
+    """Start, serve until SIGINT/SIGTERM (or a child dies), stop. Returns the exit status."""
+    import signal
+
+    configure_logging("supervisor", environment=cfg.environment, level="warning")  # our lines are `say`s
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stack = Stack(cfg)
+    try:
+        try:
+            await stack.start(stop)
+        except StartupFailed as exc:
+            print(f"autellix up: startup failed: {exc}", file=sys.stderr, flush=True)
+            return 1
+        stack.say(f"ready: API {stack.cfg.options.host}:{stack.cfg.options.port}, NATS {stack.nats_url}, "
+                  f"logs {stack.log_dir} (Ctrl-C stops everything)")
+        if on_ready:
+            on_ready(stack)
+        return await stack.supervise(stop)
+    finally:
+        stack.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
