@@ -34,11 +34,14 @@ class CachedProgramDirectory:
         self.ledger(program_id).promote()
 
     def apply_update(self, program_id: str, service_s: float, wait_s: float,
-                     thread_service_s: dict[str, float], epoch: int) -> bool:
+                     thread_service_s: dict[str, float], epoch: int, num_completed_calls: int = 0) -> bool:
         """Take the process table's state; an update from before a promotion we know of is stale."""
         led = self.ledger(program_id)
         if epoch < led.epoch:
             return False
+        # engines re-read a program's priority when its (epoch, completed count) changes; a call
+        # that completed on another engine is known here only through this update, so count it
+        led.completed_call_ids.add(f"table:{epoch}:{num_completed_calls}")
         if epoch > led.epoch:  # a promotion we had not seen: its reset comes first
             led.thread_service_s = {t: 0.0 for t in led.thread_service_s}
         led.service_s = service_s

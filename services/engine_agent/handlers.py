@@ -56,7 +56,8 @@ class EngineAgent:
 
     async def on_program_update(self, msg: Incoming) -> None:
         u: m.ProgramServiceUpdated = msg.body
-        self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch)
+        self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
+                                    u.num_completed_calls)
 
     async def on_promotion(self, msg: Incoming) -> None:
         p: m.ProgramPromoted = msg.body

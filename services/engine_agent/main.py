@@ -40,7 +40,7 @@ class RunningAgent:
 async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
-    engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory)
+    engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset)
     bus = await Bus.connect(settings.nats_url, "engine_agent", settings.nats_connect_timeout_s)
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     agent_ref: list[EngineAgent] = []

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from shared.core.policy import PolicyName, parse_policy
+from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
 
 
@@ -14,6 +15,7 @@ class EngineAgentSettings(MeshSettings):
     engine_id: str = "e0"
     engine_backend: Literal["lite", "emulated"] = "lite"
     scheduling_policy: PolicyName = PolicyName.ATLAS
+    engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
     queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
     # 1.0 runs each modeled step for its modeled time; 0 runs as fast as the host allows
@@ -23,6 +25,12 @@ class EngineAgentSettings(MeshSettings):
     @classmethod
     def _parse(cls, v: object) -> object:
         return parse_policy(v) if isinstance(v, str) else v
+
+    @field_validator("engine_preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        get_preset(v)  # ValueError naming the valid presets
+        return v.strip().lower()
 
     @field_validator("engine_id")
     @classmethod

@@ -36,9 +36,15 @@ class Stack:
     def key(self, tenant: str) -> str:
         return TENANT_KEYS[tenant]
 
+    nats_url: str = ""
+    policy: str = "atlas"
+
     async def stop_engine(self, engine_id: str) -> None:
         """Take one engine away abruptly (its heartbeats stop), as a crash would."""
         await self.agents.pop(engine_id).stop()
+
+    async def restart_engine(self, engine_id: str) -> None:
+        self.agents[engine_id] = await start_agent(_agent_settings(self.nats_url, engine_id, self.policy))
 
     async def stop(self) -> None:
         for stop in reversed(self._stoppers):
@@ -46,11 +52,16 @@ class Stack:
                 await stop()
 
 
+def _agent_settings(nats_url: str, engine_id: str, policy: str) -> EngineAgentSettings:
+    return EngineAgentSettings(nats_url=nats_url, engine_id=engine_id, scheduling_policy=policy,
+                               heartbeat_interval_s=0.25)
+
+
 async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, policy: str = "atlas") -> Stack:
     prefix = uuid.uuid4().hex[:6]
     engine_ids = [f"t{prefix}e{i}" for i in range(num_engines)]
     api_port = free_port()
-    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=engine_ids)
+    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=engine_ids, nats_url=nats_url, policy=policy)
     try:
         pt_stop = asyncio.Event()
         pt_task = asyncio.create_task(serve_process_table(
@@ -69,9 +80,7 @@ async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, po
         stack._stoppers.append(stop_router)
 
         for engine_id in engine_ids:
-            agent = await start_agent(EngineAgentSettings(
-                nats_url=nats_url, engine_id=engine_id, scheduling_policy=policy, heartbeat_interval_s=0.25))
-            stack.agents[engine_id] = agent
+            stack.agents[engine_id] = await start_agent(_agent_settings(nats_url, engine_id, policy))
 
         async def stop_agents() -> None:
             for agent in list(stack.agents.values()):
