@@ -30,12 +30,24 @@ class SchedulerSettings:
     policy: SchedulingPolicy = SchedulingPolicy(PolicyName.PLAS)
     starvation: StarvationConfig = StarvationConfig()
     min_class_gap: float = 0.0
+    # anti-thrash quantum, as the lite engine: proactive preemption is decided at most every this
+    # many steps, displacing at most this many runners per decision
+    preemption_interval_steps: int = 4
+    max_preemptions_per_decision: int = 8
+    starvation_check_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.preemption_interval_steps < 1 or self.max_preemptions_per_decision < 1:
+            raise ValueError("preemption_interval_steps and max_preemptions_per_decision must be >= 1")
+        if self.starvation_check_interval_s < 0:
+            raise ValueError("starvation_check_interval_s must be >= 0")
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any] | None) -> SchedulerSettings:
         """From `additional_config["autellix"]`: policy, num_levels, base_quantum_s, beta, ..."""
         raw = dict(raw or {})
-        known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap"}
+        known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap",
+                 "preemption_interval_steps", "max_preemptions_per_decision", "starvation_check_interval_s"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown autellix scheduler settings {unknown}; known: {sorted(known)}")
@@ -46,7 +58,18 @@ class SchedulerSettings:
         beta = raw.get("beta", StarvationConfig().beta)
         starvation = StarvationConfig(beta=None if beta is None else float(beta),
                                       min_service_s=float(raw.get("min_service_s", 1.0)))
-        return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)))
+        return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)),
+                   int(raw.get("preemption_interval_steps", 4)), int(raw.get("max_preemptions_per_decision", 8)),
+                   float(raw.get("starvation_check_interval_s", 0.25)))
+
+    def to_config(self) -> dict[str, Any]:
+        """The `additional_config["autellix"]` dict that reproduces these settings."""
+        m = self.policy.mlfq
+        return {"policy": self.policy.name.value, "num_levels": m.num_levels, "base_quantum_s": m.base_quantum_s,
+                "growth": m.growth, "beta": self.starvation.beta, "min_service_s": self.starvation.min_service_s,
+                "min_class_gap": self.min_class_gap, "preemption_interval_steps": self.preemption_interval_steps,
+                "max_preemptions_per_decision": self.max_preemptions_per_decision,
+                "starvation_check_interval_s": self.starvation_check_interval_s}
 
 
 @dataclass(slots=True, eq=False)
@@ -107,6 +130,7 @@ class ProgramScheduleState:
         self._by_program: dict[str, set[str]] = {}
         self._program_seen: dict[str, tuple[float, float, int]] = {}  # (S_p, s_T sum marker, epoch)
         self._next_seq = 0
+        self._next_starvation_check_s = float("-inf")
 
     # --- admission and removal ---------------------------------------------------------------
     def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
@@ -201,9 +225,11 @@ class ProgramScheduleState:
         result = RefreshResult()
         # 1. anti-starvation: a waiting call whose program waited beta times its service
         cfg = self.settings.starvation
-        if cfg.beta is not None and (self.policy.program_aware or self.policy.name is PolicyName.MLFQ):
+        if (cfg.beta is not None and (self.policy.program_aware or self.policy.name is PolicyName.MLFQ)
+                and now_s >= self._next_starvation_check_s):
+            self._next_starvation_check_s = now_s + self.settings.starvation_check_interval_s
             for call in waiting:
-                if call.level == 0 or call.program_id in result.promoted_programs:
+                if call.program_id in result.promoted_programs:
                     continue
                 ledger = self.directory.ledger(call.program_id)
                 if should_promote(cfg, ledger.wait_s, ledger.service_s,
@@ -227,15 +253,19 @@ class ProgramScheduleState:
                     (result.reprioritized if call.running else result.requeue).append(call)
         return result
 
-    def plan(self, waiting: list[CallState], running: list[CallState], free_slots: int,
-             kv_blocked: bool) -> list[Preemption]:
-        """Proactive preemption (shared core). `waiting` is best-first. When KV is what blocks the
-        best waiting call, it alone may displace one runner per step (blocks free gradually)."""
-        if not self.policy.preemptive or not waiting or not running:
+    def plan_for_slots(self, waiting_best: list[CallState], running: list[CallState]) -> list[Preemption]:
+        """The batch is full (max_num_seqs): the best waiting calls displace strictly worse runners."""
+        if not self.policy.preemptive or not waiting_best or not running:
             return []
-        gap = self.settings.min_class_gap
-        if kv_blocked:
-            return plan_preemptions([(waiting[0].key, waiting[0].call_id)],
-                                    [(c.key, c.call_id) for c in running], 0, gap)
-        return plan_preemptions([(c.key, c.call_id) for c in waiting],
-                                [(c.key, c.call_id) for c in running], free_slots, gap)
+        cands = waiting_best[:min(len(running), self.settings.max_preemptions_per_decision)]
+        return plan_preemptions([(c.key, c.call_id) for c in cands], [(c.key, c.call_id) for c in running],
+                                0, self.settings.min_class_gap)
+
+    def plan_for_kv(self, head: CallState, running: list[CallState]) -> Preemption | None:
+        """KV blocks stop the best waiting call: it displaces the worst runner if strictly worse
+        (the shell repeats while blocks are short, up to max_preemptions_per_decision)."""
+        if not self.policy.preemptive or not running:
+            return None
+        plan = plan_preemptions([(head.key, head.call_id)], [(c.key, c.call_id) for c in running], 0,
+                                self.settings.min_class_gap)
+        return plan[0] if plan else None

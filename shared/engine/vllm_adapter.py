@@ -276,6 +276,7 @@ class _ProgramAware(_CallTracking):
         self.policy = SchedulingPolicy.PRIORITY  # stock KV-exhaustion preemption then picks the worst level
         self.waiting = KeyedRequestQueue(self._key_of)
         self.kv_holding_waiting = KeyedRequestQueue(self._key_of)
+        self._steps_since_decision = self.autellix_settings.preemption_interval_steps
 
     def _key_of(self, request: Request) -> tuple:
         call = self.program_state.calls.get(request.request_id)
@@ -313,20 +314,35 @@ class _ProgramAware(_CallTracking):
         for call in result.requeue + result.reprioritized:
             self._apply_key(call)
         self.promoted_programs.extend(result.promoted_programs)
-        if not self.waiting or not self.running:
+        self._steps_since_decision += 1
+        if (not self.waiting or not self.running
+                or self._steps_since_decision < self.autellix_settings.preemption_interval_steps):
             return
-        best = calls.get(self.waiting.peek_request().request_id)
+        head = calls.get(self.waiting.peek_request().request_id)
         running_calls = [calls[r.request_id] for r in self.running if r.request_id in calls]
-        if best is None or not running_calls or best.key[0] >= max(c.key[0] for c in running_calls):
+        if head is None or not running_calls or head.key[0] >= max(c.key[0] for c in running_calls):
             return  # nobody waiting has a strictly better class than the worst runner
-        free_slots = self.max_num_running_reqs - len(self.running)
-        kv_blocked = free_slots > 0 and not self._fits(self.requests[best.call_id])
-        waiting_best = [calls[r.request_id] for r in self.waiting.smallest(free_slots + len(running_calls))]
-        plan = state.plan(waiting_best, running_calls, free_slots, kv_blocked)
-        for p in plan:
-            victim = self.requests[p.victim]
-            if victim.status != RequestStatus.RUNNING:
-                continue
+        self._steps_since_decision = 0
+        if len(self.running) >= self.max_num_running_reqs:
+            n = min(len(running_calls), self.autellix_settings.max_preemptions_per_decision)
+            best = [calls[r.request_id] for r in self.waiting.smallest(n)]
+            for p in state.plan_for_slots(best, running_calls):
+                self._preempt_call(p.victim)
+            return
+        head_request = self.requests[head.call_id]
+        for _ in range(self.autellix_settings.max_preemptions_per_decision):
+            if self._fits(head_request):
+                break
+            p = state.plan_for_kv(head, running_calls)
+            if p is None:
+                break
+            running_calls = [c for c in running_calls if c.call_id != p.victim]
+            self._preempt_call(p.victim)
+
+    def _preempt_call(self, call_id: str) -> None:
+        """vLLM's own recompute preemption: blocks freed (full ones stay in the prefix cache)."""
+        victim = self.requests[call_id]
+        if victim.status == RequestStatus.RUNNING:
             self.running.remove(victim)
             self._preempt_request(victim, time.monotonic())
 
@@ -485,3 +501,24 @@ def cached_prefix_tokens(sched: Scheduler, token_ids: list[int]) -> int:
     probe = make_request("__autellix_probe__", token_ids, 1, 0.0)
     _, num_cached, _ = sched.kv_cache_manager.get_computed_blocks(probe)
     return num_cached
+
+
+def abort_request(sched: Scheduler, request_id: str) -> bool:
+    """Abort a queued or running request; False when it is unknown or already finished."""
+    return bool(sched.finish_requests(request_id, RequestStatus.FINISHED_ABORTED))
+
+
+def remaining_tokens(sched: Scheduler) -> int:
+    """Tokens still to process (prompt and recomputation plus outputs to generate), for routing."""
+    total = 0
+    for r in sched.requests.values():
+        if not r.is_finished():
+            total += r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
+    return total
+
+
+def make_emulated_engine(engine_id: str, policy, directory, preset: str = "llama3.1-8b-a100", **options):
+    """The `emulated` engine (vLLM's scheduler on CPU, cost-model time); see vllm_emulated."""
+    from shared.engine.vllm_emulated import EmulatedVllmEngine
+
+    return EmulatedVllmEngine(engine_id, policy, directory, preset=preset, **options)

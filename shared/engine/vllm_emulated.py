@@ -1,0 +1,185 @@
+"""The `emulated` engine: vLLM 0.33.0's real V1 scheduler and KV cache manager, driven on the CPU.
+
+No model runs: each step's duration comes from the cost model (shared/engine/cost_model.py) and the
+"model" returns fabricated tokens. Token ids are derived from prompt segments (equal segment id ->
+equal token ids), and a call's output tokens are exactly the tokens of its segment
+`out:<call id>`, so a later prompt that repeats a history hits vLLM's own prefix cache.
+
+This module does not import vLLM itself; it reaches it through `shared.engine.vllm_adapter`
+(imported when an engine is built, so importing this module never needs vLLM).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import numpy as np
+
+from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.starvation import StarvationConfig
+from shared.engine.api import (
+    CallCompletion,
+    EngineCall,
+    ProgramDirectory,
+    Segment,
+    StepReport,
+    output_segment_id,
+)
+from shared.engine.cost_model import DEFAULT_PRESET, CostModel
+from shared.engine.program_meta import EXTRA_ARGS_KEY
+from shared.engine.program_sched import SchedulerSettings
+
+VOCAB_LOW, VOCAB_HIGH = 1000, 32000  # fabricated ids stay clear of special tokens
+
+
+class SegmentTokens:
+    """Deterministic token ids per segment id (a seeded RNG per segment), LRU-memoized."""
+
+    def __init__(self, max_segments: int = 8192) -> None:
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._max = max_segments
+
+    def tokens(self, segment_id: str, num_tokens: int) -> np.ndarray:
+        arr = self._memo.get(segment_id)
+        if arr is None or len(arr) < num_tokens:
+            seed = int.from_bytes(hashlib.blake2b(segment_id.encode(), digest_size=8).digest(), "little")
+            # generate in one go with headroom, so a segment that grows (an output) keeps its prefix
+            size = max(num_tokens, 2 * len(arr) if arr is not None else 0, 64)
+            arr = np.random.default_rng(seed).integers(VOCAB_LOW, VOCAB_HIGH, size=size, dtype=np.int64)
+            self._memo[segment_id] = arr
+        self._memo.move_to_end(segment_id)
+        while len(self._memo) > self._max:
+            self._memo.popitem(last=False)
+        return arr[:num_tokens]
+
+    def prompt(self, segments: tuple[Segment, ...]) -> list[int]:
+        if not segments:
+            return []
+        return np.concatenate([self.tokens(seg, n) for seg, n in segments]).tolist()
+
+
+def scheduler_kind_for(policy: SchedulingPolicy, baseline: str | None) -> str:
+    """FCFS runs on vLLM's stock FCFS scheduler; every other policy on ours, unless a stock
+    baseline ('stock-fcfs' or 'stock-priority') is asked for."""
+    if baseline is not None:
+        return baseline
+    return "stock-fcfs" if policy.name is PolicyName.FCFS else "autellix"
+
+
+class EmulatedVllmEngine:
+    """The Engine protocol (shared/engine/api.py) over vLLM's scheduler with a fake model runner."""
+
+    def __init__(self, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory, *,
+                 preset: str = DEFAULT_PRESET, cost: CostModel | None = None,
+                 starvation: StarvationConfig | None = None, baseline: str | None = None,
+                 chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
+                 max_model_len: int = 131072) -> None:
+        from shared.engine import vllm_adapter as va  # the one module that imports vLLM
+
+        self._va = va
+        self.engine_id = engine_id
+        self.policy = policy
+        self.cost = cost or CostModel(preset)
+        self.kind = scheduler_kind_for(policy, baseline)
+        settings = SchedulerSettings(policy=policy, starvation=starvation or StarvationConfig())
+        self.num_kv_blocks = num_kv_blocks or self.cost.num_kv_blocks
+        self.max_model_len = max_model_len
+        self.sched = va.build_cpu_scheduler(
+            num_blocks=self.num_kv_blocks + 1,  # + vLLM's null block
+            kind=self.kind, settings=settings.to_config(), max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+            prefix_caching=prefix_caching, max_model_len=max_model_len, sync=True)
+        self.sched.attach_directory(directory)
+        self._tokens = SegmentTokens()
+        self._out_len: dict[str, int] = {}
+        self.stats = {"steps": 0, "preemptions": 0, "promotions": 0, "recomputed_tokens": 0,
+                      "prefix_hit_tokens": 0, "prompt_tokens": 0}
+
+    # --- Engine protocol ---------------------------------------------------------------------
+    def submit(self, call: EngineCall, now_s: float) -> None:
+        total = call.prompt_tokens + call.max_output_tokens
+        if call.max_output_tokens < 1 or call.prompt_tokens < 1:
+            raise ValueError(f"call {call.call_id} needs >= 1 prompt and output token")
+        if total > self.max_model_len:
+            raise ValueError(f"call {call.call_id}: {total} tokens exceed max_model_len {self.max_model_len}")
+        if -(-total // self._va.BLOCK_SIZE) > self.num_kv_blocks:
+            raise ValueError(f"call {call.call_id}: {total} tokens exceed the KV cache "
+                             f"({self.num_kv_blocks} blocks of {self._va.BLOCK_SIZE})")
+        extra = {EXTRA_ARGS_KEY: {"program_id": call.program_id, "thread_id": call.thread_id,
+                                  "program_arrival_s": call.program_arrival_s, "seq": call.seq,
+                                  "oracle_remaining_s": call.oracle_remaining_s}}
+        request = self._va.make_request(call.call_id, self._tokens.prompt(call.prompt_segments),
+                                        call.max_output_tokens, call.arrival_s, extra)
+        self.sched.set_clock(now_s)
+        self.sched.add_request(request)
+        self._out_len[call.call_id] = call.max_output_tokens
+
+    def _next_token(self, call_id: str, index: int) -> int:
+        n = self._out_len.get(call_id, index + 1)
+        return int(self._tokens.tokens(output_segment_id(call_id), max(n, index + 1))[index])
+
+    def step(self, now_s: float) -> StepReport | None:
+        sched = self.sched
+        if not sched.has_unfinished_requests():
+            return None
+        sched.set_clock(now_s)
+        so = sched.schedule()
+        num_tokens, decode_ctx, chunks = self._va.scheduled_work(sched, so)
+        if num_tokens == 0:
+            raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with "
+                               f"{len(sched.requests)} calls queued (KV or token budget too small?)")
+        duration_s = self.cost.step_s(num_tokens, decode_ctx, tuple(chunks))
+        sched.set_clock(now_s, duration_s)
+        mro = self._va.fake_runner_output(sched, so, self._next_token)
+        sched.update_from_output(so, mro)
+        emitted = {rid: len(t) for rid, t in zip(mro.req_ids, mro.sampled_token_ids, strict=False) if t}
+        finished = []
+        for call in sched.pop_finished_calls():
+            self._out_len.pop(call.call_id, None)
+            if call.aborted:
+                continue
+            finished.append(self._completion(call))
+        promoted = sched.pop_promoted_programs()
+        preempted = sorted(so.preempted_req_ids)
+        running, waiting = sched.get_request_counts()
+        used, total = self._va.kv_usage(sched)
+        self.stats["steps"] += 1
+        self.stats["preemptions"] += len(preempted)
+        self.stats["promotions"] += len(promoted)
+        return StepReport(duration_s=duration_s, num_scheduled_tokens=num_tokens,
+                          num_running=len(so.num_scheduled_tokens), num_waiting=waiting,
+                          kv_used_blocks=used, kv_total_blocks=total, tokens_emitted=emitted,
+                          finished=finished, preempted=preempted, promoted_programs=promoted)
+
+    def _completion(self, call) -> CallCompletion:
+        self.stats["recomputed_tokens"] += call.recomputed_tokens
+        self.stats["prefix_hit_tokens"] += call.prefix_hit_tokens
+        self.stats["prompt_tokens"] += call.prompt_tokens
+        return CallCompletion(
+            call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
+            service_s=call.service_s, wait_s=call.wait_s, preemptions=call.preemptions,
+            prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens,
+            prefix_hit_tokens=call.prefix_hit_tokens, recomputed_tokens=call.recomputed_tokens,
+            first_token_s=call.first_token_s if call.first_token_s is not None else call.finish_s,
+            finish_s=call.finish_s, thread_service_at_submit_s=call.thread_service_at_submit_s,
+            submit_epoch=call.submit_epoch)
+
+    def abort(self, call_id: str) -> bool:
+        if not self._va.abort_request(self.sched, call_id):
+            return False
+        self._out_len.pop(call_id, None)
+        # an abort outside a step: drop its record now (it is not a completion)
+        self.sched.finished_calls = [c for c in self.sched.finished_calls if c.call_id != call_id]
+        return True
+
+    def has_work(self) -> bool:
+        return self.sched.has_unfinished_requests()
+
+    def load(self) -> float:
+        return float(self._va.remaining_tokens(self.sched))
+
+    def primary_hit_tokens(self, prompt_segments: tuple[Segment, ...]) -> int:
+        tokens = self._tokens.prompt(prompt_segments)
+        return self._va.cached_prefix_tokens(self.sched, tokens) if tokens else 0
