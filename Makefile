@@ -13,6 +13,7 @@ $(BIN)/python:
 # Installs the project with its extras (the vllm extra is about 9.4 GB, a few minutes).
 setup: $(BIN)/python
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
 
 lint: setup
 	$(BIN)/ruff check .
