@@ -31,6 +31,7 @@ CONTROLLER_QUEUE = "controller"
 # JetStream
 AUDIT_STREAM = "AUTELLIX_AUDIT"
 PROCESS_TABLE_COMPLETIONS_DURABLE = "process_table_completions"
+PROCESS_TABLE_PROMOTIONS_DURABLE = "process_table_promotions"
 CONTROLLER_COMPLETIONS_DURABLE = "controller_completions"
 
 _BAD_TOKEN = re.compile(r"[.*>\s]")
