@@ -1,0 +1,68 @@
+"""Settings of the lite engine model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from shared.core.starvation import StarvationConfig
+from shared.engine.cost_model import DEFAULT_PRESET, get_preset
+
+
+class BatchingMode(StrEnum):
+    V1 = "v1"  # vLLM V1: chunked prefill mixed with decodes under one token budget
+    V0 = "v0"  # vLLM 0.6.1 default: whole prefills ahead of decodes, a prefill step stalls decodes
+
+
+class PreemptionMode(StrEnum):
+    RECOMPUTE = "recompute"  # vLLM V1: drop the KV (full blocks stay in the prefix cache), recompute later
+    SWAP = "swap"  # copy the KV to host memory and back (Autellix: batched swap)
+
+
+def _parse(enum_cls: type[StrEnum], value: str, what: str) -> StrEnum:
+    try:
+        return enum_cls(str(value).strip().lower())
+    except ValueError:
+        valid = ", ".join(m.value for m in enum_cls)
+        raise ValueError(f"unknown {what} {value!r}; valid: {valid}") from None
+
+
+@dataclass(frozen=True)
+class LiteEngineConfig:
+    preset: str = DEFAULT_PRESET
+    token_budget: int = 8192  # vLLM max_num_batched_tokens
+    max_num_seqs: int = 256  # vLLM max_num_seqs
+    block_size: int = 16  # tokens per KV block (vLLM default)
+    num_blocks: int | None = None  # override the preset's free KV blocks
+    mode: BatchingMode | str = BatchingMode.V1
+    prefix_caching: bool = True
+    preemption: PreemptionMode | str = PreemptionMode.RECOMPUTE
+    batched_swap: bool = False  # one copy per layer/tensor for all of a call's blocks (Autellix)
+    swap_space_blocks: int | None = None  # host blocks for swapped KV (None: unbounded); full -> recompute
+    # proactive (priority) preemption is decided at most every this many steps (anti-thrash quantum)
+    preemption_interval_steps: int = 4
+    # waiting calls' priority keys are re-read from the program ledgers at most this often (virtual s);
+    # programs whose calls finished on this engine are re-read at the next step regardless
+    key_refresh_interval_s: float = 0.05
+    starvation: StarvationConfig = field(default_factory=StarvationConfig)
+    starvation_check_interval_s: float = 0.25
+    v0_watermark: float = 0.01  # vLLM V0 BlockSpaceManager watermark: admit only above 1% free blocks
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", _parse(BatchingMode, self.mode, "batching mode"))
+        object.__setattr__(self, "preemption", _parse(PreemptionMode, self.preemption, "preemption mode"))
+        get_preset(self.preset)  # unknown preset -> ValueError listing the valid names
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.token_budget < self.max_num_seqs:
+            raise ValueError(f"token_budget ({self.token_budget}) must be >= max_num_seqs ({self.max_num_seqs})")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {self.num_blocks}")
+        if self.preemption_interval_steps < 1:
+            raise ValueError(f"preemption_interval_steps must be >= 1, got {self.preemption_interval_steps}")
+        if self.key_refresh_interval_s < 0 or self.starvation_check_interval_s < 0:
+            raise ValueError("refresh and starvation check intervals must be >= 0")
+        if not 0 <= self.v0_watermark < 1:
+            raise ValueError(f"v0_watermark must be in [0, 1), got {self.v0_watermark}")

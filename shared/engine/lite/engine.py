@@ -1,0 +1,528 @@
+"""The lite engine: continuous batching over paged KV with a prefix cache, in pure Python.
+
+One `step(now_s)` plans a batch the way vLLM does (V1: running calls first, then waiting ones in
+priority order, chunked prefill under one token budget; V0: whole prefills ahead of decodes) and
+returns its modeled duration. Priorities come only from the pure core (`SchedulingPolicy`,
+`plan_preemptions`, `should_promote`), so a simulated result is evidence about production code.
+
+Speed: decoding calls advance lazily (see `sequence.py`); per-step work is proportional to the
+calls whose state changes that step (a block boundary, a finish, a chunk), not to the batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from itertools import chain as iter_chain
+
+from shared.core.policy import CallView, PolicyName, SchedulingPolicy
+from shared.core.preemption import plan_preemptions
+from shared.core.starvation import should_promote
+from shared.engine.api import CallCompletion, EngineCall, ProgramDirectory, Segment, StepReport
+from shared.engine.cost_model import CostModel
+from shared.engine.lite.blocks import BlockPool
+from shared.engine.lite.config import BatchingMode, LiteEngineConfig, PreemptionMode
+from shared.engine.lite.hashing import ChainMemo, HashChain
+from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
+from shared.engine.lite.waiting import WaitingQueue
+
+MAX_PRIORITY_PREEMPTIONS = 8  # per decision: bounds the work and the churn of one quantum
+
+
+class LiteEngine:
+    def __init__(self, engine_id: str, policy: SchedulingPolicy, programs: ProgramDirectory,
+                 config: LiteEngineConfig | None = None, cost: CostModel | None = None) -> None:
+        self.engine_id = engine_id
+        self.policy = policy
+        self.programs = programs
+        self.config = cfg = config or LiteEngineConfig()
+        self.cost = cost or CostModel(cfg.preset)
+        self.block_size = cfg.block_size
+        self.num_blocks = cfg.num_blocks or self.cost.num_kv_blocks
+        self.pool = BlockPool(self.num_blocks, cfg.prefix_caching)
+        self._memo = ChainMemo(cfg.block_size)
+        self.waiting = WaitingQueue()
+        self.decoding: dict[str, Seq] = {}  # running, one token per decode step
+        self.prefilling: list[Seq] = []  # running, mid-prefill, in admission order
+        self.seqs: dict[str, Seq] = {}  # every live call
+        self._events: list[tuple] = []  # (decode step, order, version, seq): block boundary or finish
+        self._dec_steps = 0  # decode steps run so far (the lazy clock of decoding calls)
+        self._dec_busy_s = 0.0  # summed duration of those steps
+        self._dec_ctx = 0  # context tokens the decoders attend to in the next decode step
+        self._steps = 0
+        self._now = 0.0
+        self._computed_total = 0  # KV-computed tokens of live calls (for load())
+        self._live_work = 0  # prompt + output tokens of live calls
+        self._swap_used = 0
+        self._step_swap_s = 0.0
+        self._kv_preempted = False
+        self._blocked: tuple[Seq, int] | None = None  # (head, free blocks) when it last failed to fit
+        self._dirty_programs: dict[str, None] = {}
+        self._snapshots: dict[str, tuple[int, int]] = {}
+        self._next_refresh_s = 0.0
+        self._next_starvation_s = 0.0
+        self._static_keys = policy.name is PolicyName.FCFS
+        self._has_levels = policy.name in (PolicyName.MLFQ, PolicyName.PLAS, PolicyName.ATLAS)
+        self.stats = {"preemptions": 0, "swaps": 0, "recomputed_tokens": 0, "prefix_hit_tokens": 0,
+                      "prompt_tokens": 0, "steps": 0, "promotions": 0}
+        self._lin_floor_sq = self.cost.linear_floor_sq
+        self._lin_c = self.cost.linear_s_per_token
+        self._ar_floor = self.cost.allreduce_floor_s
+        self._ar_c = self.cost.allreduce_s_per_token
+        self._attn_read = self.cost.attn_read_s_per_token
+
+    # ---- Engine protocol ------------------------------------------------------------------------
+    def submit(self, call: EngineCall, now_s: float) -> None:
+        if call.call_id in self.seqs:
+            raise ValueError(f"call {call.call_id} is already in engine {self.engine_id}")
+        if call.max_output_tokens < 1 or call.prompt_tokens < 1:
+            raise ValueError(f"call {call.call_id} needs >= 1 prompt and output token")
+        need = -(-(call.prompt_tokens + call.max_output_tokens) // self.block_size)
+        if need > self.num_blocks:
+            raise ValueError(f"call {call.call_id} needs {need} KV blocks; engine holds {self.num_blocks}")
+        self._now = now_s
+        led = self.programs.ledger(call.program_id)
+        chain = (self._memo.chain_for(call.prompt_segments) if self.pool.caching
+                 else HashChain(self.block_size))
+        seq = Seq(call, chain, now_s, led.thread_service(call.thread_id), led.epoch)
+        self.seqs[seq.call_id] = seq
+        self._live_work += seq.prompt_tokens + seq.max_out
+        self.stats["prompt_tokens"] += seq.prompt_tokens
+        self.waiting.push(seq, self._key(seq))
+
+    def has_work(self) -> bool:
+        return bool(self.decoding or self.prefilling or self.waiting)
+
+    def load(self) -> float:
+        return float(self._live_work - self._computed_total)
+
+    def primary_hit_tokens(self, prompt_segments: tuple[Segment, ...]) -> int:
+        if not self.pool.caching:
+            return 0
+        chain = self._memo.chain_for(prompt_segments)
+        return self.pool.cached_prefix_blocks(chain.hashes) * self.block_size
+
+    def abort(self, call_id: str) -> bool:
+        seq = self.seqs.get(call_id)
+        if seq is None:
+            return False
+        self._leave_running(seq, {})
+        if seq.status in (WAITING, SWAPPED):
+            self.waiting.remove(seq)
+        if seq.status == SWAPPED:
+            self._swap_used -= seq.swapped_blocks
+        self.pool.release(seq.held)
+        self._computed_total -= seq.computed
+        self._live_work -= seq.prompt_tokens + seq.max_out
+        seq.status = FINISHED
+        del self.seqs[call_id]
+        return True
+
+    def step(self, now_s: float) -> StepReport | None:
+        if not (self.decoding or self.prefilling or self.waiting):
+            return None
+        self._now = now_s
+        preempted: list[str] = []
+        promoted: list[str] = []
+        chunks: dict[Seq, int] = {}  # calls computed explicitly this step -> tokens
+        self._step_swap_s = 0.0
+        self._kv_preempted = False
+        self._maintain(now_s, promoted)
+        if self.policy.preemptive and self.waiting and self._steps % self.config.preemption_interval_steps == 0:
+            self._priority_preemptions(preempted, chunks)
+        if self.config.mode is BatchingMode.V1:
+            finishing, decodes_run = self._plan_v1(preempted, chunks)
+        else:
+            finishing, decodes_run = self._plan_v0(preempted, chunks)
+        return self._run(now_s, chunks, finishing, decodes_run, preempted, promoted)
+
+    # ---- planning -------------------------------------------------------------------------------
+    def _plan_v1(self, preempted: list[str], chunks: dict[Seq, int]) -> tuple[list[Seq], bool]:
+        finishing = self._decode_events(preempted, chunks)
+        budget_total = self.config.token_budget
+        for seq in list(self.prefilling):
+            if seq.status != PREFILL:
+                continue  # preempted while planning this step
+            budget = budget_total - len(self.decoding) - sum(chunks.values())
+            if budget <= 0:
+                break
+            n = min(seq.context_tokens - seq.computed, budget)
+            need = -(-(seq.computed + n) // self.block_size) - len(seq.held)
+            if self._grow(seq, need, preempted, chunks):
+                chunks[seq] = n
+        if not self._kv_preempted:  # as vLLM V1: no admissions in a step that had to preempt
+            self._admit_waiting(chunks, whole=False, watermark=0)
+        return finishing, bool(self.decoding)
+
+    def _plan_v0(self, preempted: list[str], chunks: dict[Seq, int]) -> tuple[list[Seq], bool]:
+        head = self.waiting.peek()
+        watermark = int(self.config.v0_watermark * self.num_blocks)
+        if head is not None and head.status == WAITING:
+            self._admit_waiting(chunks, whole=True, watermark=watermark, only_status=WAITING,
+                                with_decodes=False)
+            if chunks:  # a prefill step: decodes stall (vLLM 0.6.1 without chunked prefill)
+                return [], False
+        finishing = self._decode_events(preempted, chunks)
+        if not self._kv_preempted:  # swapped calls come back in decode steps
+            self._admit_waiting(chunks, whole=True, watermark=watermark, only_status=SWAPPED)
+        return finishing, bool(self.decoding)
+
+    def _admit_waiting(self, chunks: dict[Seq, int], whole: bool, watermark: int,
+                       only_status: int | None = None, with_decodes: bool = True) -> None:
+        cfg = self.config
+        while True:
+            seq = self.waiting.peek()
+            if seq is None or (only_status is not None and seq.status != only_status):
+                return
+            if len(self.decoding) + len(self.prefilling) >= cfg.max_num_seqs:
+                return
+            budget = cfg.token_budget - sum(chunks.values()) - (len(self.decoding) if with_decodes else 0)
+            if budget <= 0 and not (whole and not chunks):
+                return
+            if self._blocked is not None and self._blocked[0] is seq and self.pool.num_free <= self._blocked[1]:
+                return  # nothing was freed since this head last failed to fit
+            running_any = bool(self.decoding or self.prefilling or chunks)
+            outcome = self._admit(seq, budget, chunks, whole, watermark if running_any else 0)
+            if outcome is not True:
+                if outcome == "kv":
+                    self._blocked = (seq, self.pool.num_free)
+                return
+            self._blocked = None
+
+    def _admission_need(self, seq: Seq, budget: int, whole: bool) -> tuple[int, int, int, int]:
+        """(blocks to take from the free pool, tokens to compute, prefix-hit blocks, hashes length)."""
+        bs = self.block_size
+        if seq.status == SWAPPED:
+            n = seq.context_tokens - seq.computed
+            n = n if whole else min(n, budget)
+            return -(-(seq.computed + n) // bs), n, 0, 0
+        ctx = seq.context_tokens
+        max_hit = (ctx - 1) // bs  # the last token is always computed (it yields the next one)
+        hits = idle = 0
+        if self.pool.caching and max_hit:
+            hits, idle = self.pool.count_hits(seq.ensure_hashes(max_hit), max_hit)
+        remaining = ctx - hits * bs
+        n = remaining if whole else min(remaining, budget)
+        if whole and budget < n and budget < self.config.token_budget:
+            return -1, n, hits, 0  # a whole prefill over the budget waits for a step of its own
+        new_blocks = -(-(hits * bs + n) // bs) - hits
+        return new_blocks + idle, n, hits, max_hit
+
+    def _admit(self, seq: Seq, budget: int, chunks: dict[Seq, int], whole: bool,
+               watermark: int) -> bool | str:
+        """Admit the head of the queue: True, or why not ("budget", "kv")."""
+        need, n, hits, _ = self._admission_need(seq, budget, whole)
+        if need < 0:
+            return "budget"
+        if need > self.pool.num_free - watermark:
+            return "kv"
+        bs = self.block_size
+        if seq.status == SWAPPED:
+            self.pool.allocate(seq.held, need)
+            self._step_swap_s += self.cost.swap_s(seq.swapped_blocks, self.config.batched_swap, bs)
+            self._swap_used -= seq.swapped_blocks
+            seq.swapped_blocks = 0
+        else:
+            if hits:
+                self.pool.take_hits(seq.held, seq.chain.hashes, hits)
+            self.pool.allocate(seq.held, -(-(hits * bs + n) // bs) - hits)
+            hit_tokens = hits * bs
+            seq.computed = hit_tokens
+            seq.reg_upto = hits
+            self._computed_total += hit_tokens
+            if seq.prefix_hit_tokens is None:
+                seq.prefix_hit_tokens = hit_tokens
+                self.stats["prefix_hit_tokens"] += hit_tokens
+            if seq.lost_tokens:
+                redo = max(seq.lost_tokens - hit_tokens, 0)
+                seq.recomputed_tokens += redo
+                self.stats["recomputed_tokens"] += redo
+                seq.lost_tokens = 0
+        self.waiting.remove(seq)
+        seq.status = PREFILL
+        self.prefilling.append(seq)
+        chunks[seq] = n
+        return True
+
+    def _decode_events(self, preempted: list[str], chunks: dict[Seq, int]) -> list[Seq]:
+        """Handle decoders reaching a block boundary or their last token in the coming step."""
+        step, heap, bs = self._dec_steps, self._events, self.block_size
+        finishing: list[Seq] = []
+        while heap and heap[0][0] <= step:
+            _, _, ver, seq = heapq.heappop(heap)
+            if ver != seq.event_ver or seq.status != DECODING:
+                continue
+            self._sync(seq)
+            if seq.computed >= len(seq.held) * bs:
+                self._register_full(seq)
+                if not self._grow(seq, 1, preempted, chunks):
+                    continue  # it was the worst running call: preempted itself
+            if seq.a_step + seq.max_out - seq.a_gen - 1 <= step:
+                finishing.append(seq)
+            else:
+                self._push_event(seq)
+        return finishing
+
+    def _grow(self, seq: Seq, need: int, preempted: list[str], chunks: dict[Seq, int]) -> bool:
+        """Allocate `need` blocks for a running call, preempting the worst running calls if KV is out."""
+        while not self.pool.allocate(seq.held, need):
+            victim = max(self._running_keyed(), key=lambda kv: kv[0])[1]
+            self._preempt(victim, preempted, chunks, kv_exhausted=True)
+            if victim is seq:
+                return False
+        return True
+
+    def _priority_preemptions(self, preempted: list[str], chunks: dict[Seq, int]) -> None:
+        """A waiting call of a strictly better class displaces the worst runners (pure core decides)."""
+        head = self.waiting.peek()
+        if head is None:
+            return
+        seqs_full = len(self.decoding) + len(self.prefilling) >= self.config.max_num_seqs
+        kv_blocked = self._blocked is not None and self._blocked[0] is head
+        if not (seqs_full or kv_blocked):
+            return
+        running = {s.order: (k, s) for k, s in self._running_keyed()}
+        if not running:
+            return
+        if seqs_full:
+            cands = self.waiting.best(min(len(running), MAX_PRIORITY_PREEMPTIONS))
+            plan = plan_preemptions([(c.key, c.order) for c in cands],
+                                    [(k, o) for o, (k, _) in running.items()], free_slots=0)
+            for p in plan:
+                self._preempt(running[p.victim][1], preempted, chunks, kv_exhausted=False)
+            return
+        if self.config.mode is BatchingMode.V0:
+            need = self._admission_need(head, self.config.token_budget, True)[0]
+        else:
+            need = self._admission_need(head, self.config.token_budget - len(self.decoding), False)[0]
+        for _ in range(MAX_PRIORITY_PREEMPTIONS):
+            if self.pool.num_free >= need or not running:
+                break
+            plan = plan_preemptions([(head.key, head.order)], [(k, o) for o, (k, _) in running.items()], 0)
+            if not plan:
+                break
+            _, victim = running.pop(plan[0].victim)
+            self._preempt(victim, preempted, chunks, kv_exhausted=False)
+
+    def _running_keyed(self) -> list[tuple[tuple, Seq]]:
+        return [(self._key(s), s) for s in iter_chain(self.decoding.values(), self.prefilling)]
+
+    # ---- preemption and call state --------------------------------------------------------------
+    def _preempt(self, seq: Seq, preempted: list[str], chunks: dict[Seq, int], kv_exhausted: bool) -> None:
+        self._leave_running(seq, chunks)
+        seq.preemptions += 1
+        self.stats["preemptions"] += 1
+        preempted.append(seq.call_id)
+        self._register_full(seq)  # vLLM V1: freed full blocks stay in the prefix cache
+        num_kv_blocks = -(-seq.computed // self.block_size)
+        limit = self.config.swap_space_blocks
+        if (self.config.preemption is PreemptionMode.SWAP
+                and (limit is None or self._swap_used + num_kv_blocks <= limit)):
+            self.pool.release(seq.held)
+            seq.swapped_blocks = num_kv_blocks
+            self._swap_used += num_kv_blocks
+            self._step_swap_s += self.cost.swap_s(num_kv_blocks, self.config.batched_swap, self.block_size)
+            self.stats["swaps"] += 1
+            seq.status = SWAPPED
+        else:
+            self.pool.release(seq.held)
+            self._computed_total -= seq.computed
+            seq.lost_tokens = seq.computed
+            seq.computed = 0
+            seq.status = WAITING
+        seq.reg_upto = 0
+        if kv_exhausted:
+            self._kv_preempted = True
+        self.waiting.push(seq, self._key(seq))
+
+    def _leave_running(self, seq: Seq, chunks: dict[Seq, int]) -> None:
+        if seq.status == DECODING:
+            self._sync(seq)
+            del self.decoding[seq.call_id]
+            self._dec_ctx -= seq.computed + 1
+            seq.event_ver += 1
+        elif seq.status == PREFILL:
+            self.prefilling.remove(seq)
+            chunks.pop(seq, None)
+
+    def _sync(self, seq: Seq) -> None:
+        """Materialize a decoder's lazy counters at the current decode step (idempotent)."""
+        k = self._dec_steps - seq.a_step
+        if k:
+            seq.a_computed += k
+            seq.a_gen += k
+            seq.a_step = self._dec_steps
+        busy = self._dec_busy_s
+        seq.a_service_s += busy - seq.a_busy_s
+        seq.a_busy_s = busy
+        seq.computed, seq.gen, seq.service_s = seq.a_computed, seq.a_gen, seq.a_service_s
+
+    def _push_event(self, seq: Seq) -> None:
+        alloc_step = seq.a_step + len(seq.held) * self.block_size - seq.a_computed
+        finish_step = seq.a_step + seq.max_out - seq.a_gen - 1
+        seq.event_ver += 1
+        heapq.heappush(self._events, (min(alloc_step, finish_step), seq.order, seq.event_ver, seq))
+
+    def _to_decoding(self, seq: Seq) -> None:
+        seq.status = DECODING
+        seq.a_step, seq.a_computed, seq.a_gen = self._dec_steps, seq.computed, seq.gen
+        seq.a_busy_s, seq.a_service_s = self._dec_busy_s, seq.service_s
+        self.decoding[seq.call_id] = seq
+        self._dec_ctx += seq.computed + 1
+        self._push_event(seq)
+
+    def _register_full(self, seq: Seq) -> None:
+        """Offer the call's full, computed blocks to the prefix cache (outputs included)."""
+        if not self.pool.caching:
+            return
+        full = min(seq.computed // self.block_size, len(seq.held))
+        if full > seq.reg_upto:
+            hashes = seq.ensure_hashes(full)
+            register, held = self.pool.register, seq.held
+            for i in range(seq.reg_upto, full):
+                register(held, i, hashes[i])
+            seq.reg_upto = full
+
+    def _service_now(self, seq: Seq) -> float:
+        if seq.status == DECODING:
+            return seq.a_service_s + (self._dec_busy_s - seq.a_busy_s)
+        return seq.service_s
+
+    def _key(self, seq: Seq) -> tuple:
+        call = seq.call
+        if self._static_keys:
+            return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s))
+        led = self.programs.ledger(seq.program_id)
+        service = self._service_now(seq)
+        if led.epoch != seq.epoch_seen:  # promoted since we last looked: attained and wait restart
+            seq.epoch_seen = led.epoch
+            seq.attained_origin_s = service
+            seq.wait_origin_s = self._now
+            seq.service_at_wait_origin_s = service
+        view = CallView(
+            arrival_s=call.arrival_s, seq=call.seq, attained_s=service - seq.attained_origin_s,
+            program_service_s=led.service_s, thread_service_s=led.thread_service(seq.thread_id),
+            program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
+        return self.policy.key(view)
+
+    # ---- periodic: key refresh and anti-starvation ----------------------------------------------
+    def _maintain(self, now_s: float, promoted: list[str]) -> None:
+        waiting = self.waiting
+        if not waiting:
+            self._dirty_programs.clear()
+            return
+        if not self._static_keys:
+            for pid in self._dirty_programs:
+                group = waiting.by_program.get(pid)
+                if group:
+                    self._rekey(group)
+            self._dirty_programs.clear()
+            if now_s >= self._next_refresh_s:
+                self._next_refresh_s = now_s + self.config.key_refresh_interval_s
+                snapshots: dict[str, tuple[int, int]] = {}
+                for pid, group in waiting.by_program.items():
+                    led = self.programs.ledger(pid)
+                    snap = (led.epoch, len(led.completed_call_ids))
+                    if self._snapshots.get(pid) != snap:
+                        self._rekey(group)
+                    snapshots[pid] = snap
+                self._snapshots = snapshots
+        starvation = self.config.starvation
+        if self._has_levels and starvation.beta is not None and now_s >= self._next_starvation_s:
+            self._next_starvation_s = now_s + self.config.starvation_check_interval_s
+            for pid, group in list(waiting.by_program.items()):
+                led = self.programs.ledger(pid)
+                for seq in group.values():
+                    self._key(seq)  # syncs the call's origins with the ledger epoch
+                    service = seq.service_s
+                    call_wait_s = (now_s - seq.wait_origin_s) - (service - seq.service_at_wait_origin_s)
+                    if should_promote(starvation, led.wait_s, led.service_s, call_wait_s,
+                                      service - seq.attained_origin_s):
+                        self.programs.promote(pid)
+                        self.stats["promotions"] += 1
+                        promoted.append(pid)
+                        self._rekey(group)
+                        break
+
+    def _rekey(self, group: dict[str, Seq]) -> None:
+        for seq in list(group.values()):
+            self.waiting.push(seq, self._key(seq))
+
+    # ---- running the batch ----------------------------------------------------------------------
+    def _run(self, now_s: float, chunks: dict[Seq, int], finishing: list[Seq], decodes_run: bool,
+             preempted: list[str], promoted: list[str]) -> StepReport:
+        num_dec = len(self.decoding) if decodes_run else 0
+        chunk_tokens = sum(chunks.values())
+        num_tokens = num_dec + chunk_tokens
+        if num_tokens == 0:
+            raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with work queued")
+        duration = math.sqrt(self._lin_floor_sq + (self._lin_c * num_tokens) ** 2)
+        if self._ar_floor:
+            duration += self._ar_floor + self._ar_c * num_tokens
+        if num_dec:
+            duration += self._dec_ctx * self._attn_read
+        for seq, n in chunks.items():
+            duration += self.cost.prefill_attention_s(n, seq.computed + n)
+        duration += self._step_swap_s
+        end_s = now_s + duration
+
+        emitted = dict.fromkeys(self.decoding, 1) if num_dec else {}
+        if num_dec:
+            self._dec_steps += 1
+            self._dec_busy_s += duration
+            self._dec_ctx += num_dec
+        self._computed_total += num_tokens
+        finished: list[CallCompletion] = []
+        for seq in finishing:
+            if seq.status == DECODING:
+                self._sync(seq)
+                del self.decoding[seq.call_id]
+                self._dec_ctx -= seq.computed + 1
+                seq.event_ver += 1
+                finished.append(self._finish(seq, end_s))
+        if chunks:
+            bs_done = False
+            for seq, n in chunks.items():
+                seq.computed += n
+                seq.service_s += duration
+                self._register_full(seq)
+                if seq.computed < seq.context_tokens:
+                    continue
+                seq.gen += 1
+                emitted[seq.call_id] = 1
+                if seq.first_token_s is None:
+                    seq.first_token_s = end_s
+                bs_done = True
+                seq.status = FINISHED if seq.gen >= seq.max_out else DECODING
+            if bs_done:
+                still: list[Seq] = []
+                for seq in self.prefilling:
+                    if seq.status == PREFILL:
+                        still.append(seq)
+                    elif seq.status == FINISHED:
+                        finished.append(self._finish(seq, end_s))
+                    else:
+                        self._to_decoding(seq)
+                self.prefilling = still
+        self._steps += 1
+        self.stats["steps"] += 1
+        return StepReport(
+            duration_s=duration, num_scheduled_tokens=num_tokens, num_running=num_dec + len(chunks),
+            num_waiting=len(self.waiting), kv_used_blocks=self.pool.num_used, kv_total_blocks=self.num_blocks,
+            tokens_emitted=emitted, finished=finished, preempted=preempted, promoted_programs=promoted)
+
+    def _finish(self, seq: Seq, end_s: float) -> CallCompletion:
+        self._register_full(seq)  # the output becomes a cached prefix for the program's next call
+        self.pool.release(seq.held)
+        self._computed_total -= seq.computed
+        self._live_work -= seq.prompt_tokens + seq.max_out
+        seq.status = FINISHED
+        del self.seqs[seq.call_id]
+        self._dirty_programs[seq.program_id] = None
+        return CallCompletion(
+            call_id=seq.call_id, program_id=seq.program_id, thread_id=seq.thread_id,
+            service_s=seq.service_s, wait_s=max(end_s - seq.submit_s - seq.service_s, 0.0),
+            preemptions=seq.preemptions, prompt_tokens=seq.prompt_tokens, output_tokens=seq.gen,
+            prefix_hit_tokens=seq.prefix_hit_tokens or 0, recomputed_tokens=seq.recomputed_tokens,
+            first_token_s=seq.first_token_s if seq.first_token_s is not None else end_s, finish_s=end_s,
+            thread_service_at_submit_s=seq.thread_service_at_submit_s, submit_epoch=seq.submit_epoch)
