@@ -79,7 +79,13 @@ async def publish_event(bus: Bus, msg: Any, timeout_s: float) -> int:
 async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
     subject = subjects.event(msg)
     data = bus.publisher.encode(msg)
-    return await bus.js.publish_async(subject, data, headers=_msg_id(bus))
+    future = await bus.js.publish_async(subject, data, headers=_msg_id(bus))
+
+    def log_failure(fut: asyncio.Future) -> None:  # a caller that never awaits still hears of a loss
+        if not fut.cancelled() and fut.exception() is not None:
+            bus.log.error("event_publish_failed", subject=subject, error=f"{type(fut.exception()).__name__}")
+    future.add_done_callback(log_failure)
+    return future
 
 
 class DurableConsumer:

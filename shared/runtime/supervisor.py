@@ -30,7 +30,7 @@ from shared.bus import Bus, BusError
 from shared.logging import configure_logging
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.catalog import SERVICES, HealthProbe, Instance, StackOptions, plan
+from shared.runtime.catalog import SERVICES, HealthProbe, Instance, ServiceSpec, StackOptions, plan
 from shared.runtime.nats_server import NatsServer
 from shared.runtime.postgres import EmbeddedPostgres
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
@@ -56,6 +56,7 @@ class StackConfig:
     startup_timeout_s: float = 60.0
     stop_timeout_s: float = 10.0
     migrate: bool = True
+    services: tuple[ServiceSpec, ...] = SERVICES  # the catalog (tests substitute their own)
 
 
 def read_manifest(state_dir: Path) -> dict | None:
@@ -97,7 +98,7 @@ class Stack:
     # --- start -------------------------------------------------------------------------------
     async def start(self, interrupted: asyncio.Event) -> None:
         """Bring the stack up; raises StartupFailed (the caller then calls `stop()`)."""
-        self.instances, skipped = plan(self.cfg.options, SERVICES)
+        self.instances, skipped = plan(self.cfg.options, self.cfg.services)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         if skipped:
