@@ -1,0 +1,49 @@
+"""The demo's experiment: for each policy, a fresh stack, the same live workload, one point each."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import TextIO
+
+from loadgen.live.regime import RegimeSampler
+from loadgen.live.run import LiveRunConfig, run_live
+from loadgen.live.stack_process import start_stack
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    policies: list[str]
+    workload: str = "mixed"
+    rate: float = 1.0
+    duration_s: float = 45.0
+    drain_timeout_s: float = 90.0
+    engines: int = 2
+    port: int = 8000
+    seed: int = 0
+
+
+async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
+    policies: dict[str, dict] = {}
+    for policy in config.policies:
+        if progress:
+            progress.write(f"== {policy}: starting autellix up --engines {config.engines}\n")
+        stack = await asyncio.to_thread(start_stack, policy, config.engines, config.port)
+        sampler = RegimeSampler()
+        try:
+            if stack.nats_url:
+                await sampler.start(stack.nats_url)
+            live = await run_live(LiveRunConfig(
+                url=stack.url, api_key=stack.api_key, workload=config.workload, rates=[config.rate],
+                duration_s=config.duration_s, seed=config.seed, drain_timeout_s=config.drain_timeout_s,
+                policy_label=policy), progress)
+        finally:
+            regime = await sampler.stop()
+            if progress:
+                progress.write(f"== {policy}: stopping the stack\n")
+            await asyncio.to_thread(stack.stop)
+        point = live["policies"][policy]["points"][0]
+        point["regime"] = regime
+        policies[policy] = {"points": [point]}
+    return {"mode": "live-demo", "config": asdict(config), "workload": config.workload, "seed": config.seed,
+            "policies": policies}
