@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from shared.runtime.catalog import BACKENDS, StackOptions
+from shared.runtime.postgres import check_data_dir
 from shared.runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
 
 
@@ -55,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         startup_timeout_s=args.startup_timeout,
         migrate=not args.no_migrate,
     )
+    if cfg.database_url is None:
+        check_data_dir(cfg.state_dir / "pg")  # refuse a home folder or checkout before starting anything
     try:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
     except PermissionError:

@@ -1,0 +1,64 @@
+"""Settings come from the environment and are validated; logging is configured once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from shared.settings import DatabaseSettings, MeshSettings
+
+
+def test_defaults_and_environment(monkeypatch):
+    monkeypatch.setenv("NATS_URL", "nats://10.0.0.5:4222,nats://10.0.0.6:4222")
+    monkeypatch.setenv("AUTELLIX_ENV", "production")
+    monkeypatch.setenv("LOG_LEVEL", "WARNING")
+    s = MeshSettings()
+    assert s.nats_url.startswith("nats://10.0.0.5") and s.environment == "production"
+    assert s.log_level == "warning" and s.log_json  # production logs JSON by default
+    monkeypatch.setenv("LOG_FORMAT", "console")
+    assert not MeshSettings().log_json
+
+
+@pytest.mark.parametrize("var, value", [
+    ("NATS_URL", "http://localhost:4222"),
+    ("NATS_URL", "localhost:4222"),
+    ("AUTELLIX_ENV", "staging"),
+    ("LOG_LEVEL", "loud"),
+    ("NATS_CONNECT_TIMEOUT_S", "0"),
+    ("AUDIT_MAX_BYTES", "-1"),
+])
+def test_bad_values_are_refused(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValidationError):
+        MeshSettings()
+
+
+def test_database_url_must_be_asyncpg_and_name_a_database(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://postgres@/autellix?host=/tmp/pg")
+    assert DatabaseSettings().database_url.endswith("host=/tmp/pg")
+    for bad in ("mysql://x/y", "postgresql+asyncpg://postgres@/"):
+        monkeypatch.setenv("DATABASE_URL", bad)
+        with pytest.raises(ValidationError):
+            DatabaseSettings()
+    monkeypatch.delenv("DATABASE_URL")
+    with pytest.raises(ValidationError):
+        DatabaseSettings()
+
+
+def test_json_logs_carry_bound_ids():
+    """Run in a fresh interpreter: logging is configured once per process."""
+    import subprocess
+    import sys
+
+    code = ("from shared.logging import configure_logging, get_logger, bound\n"
+            "configure_logging('router', environment='production')\n"
+            "configure_logging('ignored', environment='development')\n"
+            "with bound(program_id='p1'):\n"
+            "    get_logger(engine_id='e0').info('call_routed', call_id='c1', wait_s=0.5)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    line = json.loads(done.stderr.strip().splitlines()[-1])
+    assert line["event"] == "call_routed" and line["service"] == "router"
+    assert (line["program_id"], line["engine_id"], line["call_id"]) == ("p1", "e0", "c1")
+    assert line["level"] == "info" and "timestamp" in line
