@@ -188,6 +188,11 @@ class _ReferencedCache:
             self.owners.setdefault(b, set()).add(owner)
             self.free_lru.pop(b, None)
 
+    def transfer(self, src: object, dst: object) -> None:
+        for b in self.held.pop(src, ()):
+            self.owners[b].discard(src)
+            self.own(dst, b)
+
     def disown(self, owner: object, to_front: bool = False) -> None:
         for b in self.held.pop(owner, ()):
             owners = self.owners[b]

@@ -78,9 +78,10 @@ class EvictionScore:
 
 def eviction_score(age_s: float, reuse: float, num_blocks: int, capacity_blocks: int,
                    cfg: RetentionConfig) -> EvictionScore:
-    age = max(age_s, 0.0)
+    # NaN inputs count against keeping the session: unknown age = oldest, unknown reuse = none
+    age = math.inf if math.isnan(age_s) else max(age_s, 0.0)
     recency = age / (age + cfg.recency_scale_s) if not math.isinf(age) else 1.0
-    non_reuse = 1.0 - min(max(reuse, 0.0), 1.0)
+    non_reuse = 1.0 if math.isnan(reuse) else 1.0 - min(max(reuse, 0.0), 1.0)
     size = min(max(num_blocks, 0) / capacity_blocks, 1.0) if capacity_blocks > 0 else 1.0
     total = cfg.weight_recency * recency + cfg.weight_non_reuse * non_reuse + cfg.weight_size * size
     return EvictionScore(recency, non_reuse, size, min(max(total, 0.0), 1.0))
