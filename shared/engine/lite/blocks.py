@@ -43,6 +43,15 @@ class BlockPool:
         held.extend([None] * n)
         return True
 
+    def take_private(self, n: int) -> None:
+        """Take `n` blocks (caller checked `num_free`) for calls whose `held` lists grow lazily."""
+        take = min(n, self.free_uncached)
+        self.free_uncached -= take
+        for _ in range(n - take):
+            h, _ = self.evictable.popitem(last=False)
+            del self.refs[h]
+            self.evictions += 1
+
     def count_hits(self, hashes: list[int], max_blocks: int) -> tuple[int, int]:
         """(cached prefix blocks, of which evictable) among the first `max_blocks` hashes."""
         if not self.caching:

@@ -45,7 +45,10 @@ class LiteEngine:
         self.decoding: dict[str, Seq] = {}  # running, one token per decode step
         self.prefilling: list[Seq] = []  # running, mid-prefill, in admission order
         self.seqs: dict[str, Seq] = {}  # every live call
-        self._events: list[tuple] = []  # (decode step, order, version, seq): block boundary or finish
+        self._events: list[tuple] = []  # (decode step, order, version, seq) of each decoder's last token
+        # decoders by block phase: those in bucket [d % block_size] need a new block in decode step d
+        self._phase_buckets: list[dict[str, Seq]] = [{} for _ in range(cfg.block_size)]
+        self._alloc_step = -1  # the decode step whose new blocks are already taken from the pool
         self._dec_steps = 0  # decode steps run so far (the lazy clock of decoding calls)
         self._dec_busy_s = 0.0  # summed duration of those steps
         self._dec_ctx = 0  # context tokens the decoders attend to in the next decode step
@@ -62,6 +65,7 @@ class LiteEngine:
         self._next_refresh_s = 0.0
         self._next_starvation_s = 0.0
         self._static_keys = policy.name is PolicyName.FCFS
+        self._preemptive = policy.preemptive
         self._has_levels = policy.name in (PolicyName.MLFQ, PolicyName.PLAS, PolicyName.ATLAS)
         self.stats = {"preemptions": 0, "swaps": 0, "recomputed_tokens": 0, "prefix_hit_tokens": 0,
                       "prompt_tokens": 0, "steps": 0, "promotions": 0}
@@ -128,7 +132,7 @@ class LiteEngine:
         self._step_swap_s = 0.0
         self._kv_preempted = False
         self._maintain(now_s, promoted)
-        if self.policy.preemptive and self.waiting and self._steps % self.config.preemption_interval_steps == 0:
+        if self._preemptive and self.waiting and self._steps % self.config.preemption_interval_steps == 0:
             self._priority_preemptions(preempted, chunks)
         if self.config.mode is BatchingMode.V1:
             finishing, decodes_run = self._plan_v1(preempted, chunks)
@@ -140,17 +144,18 @@ class LiteEngine:
     def _plan_v1(self, preempted: list[str], chunks: dict[Seq, int]) -> tuple[list[Seq], bool]:
         finishing = self._decode_events(preempted, chunks)
         budget_total = self.config.token_budget
-        for seq in list(self.prefilling):
-            if seq.status != PREFILL:
-                continue  # preempted while planning this step
-            budget = budget_total - len(self.decoding) - sum(chunks.values())
-            if budget <= 0:
-                break
-            n = min(seq.context_tokens - seq.computed, budget)
-            need = -(-(seq.computed + n) // self.block_size) - len(seq.held)
-            if self._grow(seq, need, preempted, chunks):
-                chunks[seq] = n
-        if not self._kv_preempted:  # as vLLM V1: no admissions in a step that had to preempt
+        if self.prefilling:
+            for seq in list(self.prefilling):
+                if seq.status != PREFILL:
+                    continue  # preempted while planning this step
+                budget = budget_total - len(self.decoding) - sum(chunks.values())
+                if budget <= 0:
+                    break
+                n = min(seq.context_tokens - seq.computed, budget)
+                need = -(-(seq.computed + n) // self.block_size) - len(seq.held)
+                if self._grow(seq, need, preempted, chunks):
+                    chunks[seq] = n
+        if self.waiting and not self._kv_preempted:  # as vLLM V1: no admissions after a KV preemption
             self._admit_waiting(chunks, whole=False, watermark=0)
         return finishing, bool(self.decoding)
 
@@ -245,22 +250,30 @@ class LiteEngine:
         return True
 
     def _decode_events(self, preempted: list[str], chunks: dict[Seq, int]) -> list[Seq]:
-        """Handle decoders reaching a block boundary or their last token in the coming step."""
-        step, heap, bs = self._dec_steps, self._events, self.block_size
+        """Take the new blocks decoders need in the coming decode step; collect those that finish.
+
+        Hot path: decoders crossing a block boundary this step all sit in one phase bucket, so the
+        common case is one pool operation; their `held` lists are extended lazily (`_sync`). A
+        decoder's output blocks are offered to the prefix cache only when it leaves the batch: no
+        other call can reference its output before it finishes.
+        """
+        step, pool = self._dec_steps, self.pool
+        bucket = self._phase_buckets[step % self.block_size]
+        if bucket:
+            if pool.num_free >= len(bucket):
+                pool.take_private(len(bucket))
+            else:  # KV exhausted: one by one, preempting the worst running calls (vLLM V1)
+                for seq in list(bucket.values()):
+                    if seq.status == DECODING:
+                        self._sync(seq)
+                        self._grow(seq, 1, preempted, chunks)
+        self._alloc_step = step
+        heap = self._events
         finishing: list[Seq] = []
         while heap and heap[0][0] <= step:
             _, _, ver, seq = heapq.heappop(heap)
-            if ver != seq.event_ver or seq.status != DECODING:
-                continue
-            self._sync(seq)
-            if seq.computed >= len(seq.held) * bs:
-                self._register_full(seq)
-                if not self._grow(seq, 1, preempted, chunks):
-                    continue  # it was the worst running call: preempted itself
-            if seq.a_step + seq.max_out - seq.a_gen - 1 <= step:
+            if ver == seq.event_ver and seq.status == DECODING:
                 finishing.append(seq)
-            else:
-                self._push_event(seq)
         return finishing
 
     def _grow(self, seq: Seq, need: int, preempted: list[str], chunks: dict[Seq, int]) -> bool:
@@ -337,39 +350,47 @@ class LiteEngine:
 
     def _leave_running(self, seq: Seq, chunks: dict[Seq, int]) -> None:
         if seq.status == DECODING:
-            self._sync(seq)
-            del self.decoding[seq.call_id]
-            self._dec_ctx -= seq.computed + 1
-            seq.event_ver += 1
+            self._drop_decoder(seq)
         elif seq.status == PREFILL:
             self.prefilling.remove(seq)
             chunks.pop(seq, None)
 
     def _sync(self, seq: Seq) -> None:
-        """Materialize a decoder's lazy counters at the current decode step (idempotent)."""
-        k = self._dec_steps - seq.a_step
+        """Materialize a decoder's lazy counters and blocks at the current decode step (idempotent)."""
+        step = self._dec_steps
+        k = step - seq.a_step
         if k:
             seq.a_computed += k
             seq.a_gen += k
-            seq.a_step = self._dec_steps
+            seq.a_step = step
         busy = self._dec_busy_s
         seq.a_service_s += busy - seq.a_busy_s
         seq.a_busy_s = busy
         seq.computed, seq.gen, seq.service_s = seq.a_computed, seq.a_gen, seq.a_service_s
+        # blocks: cover the computed tokens, plus the coming token once this step's blocks are taken
+        covered = seq.computed + (1 if self._alloc_step == step else 0)
+        missing = -(-covered // self.block_size) - len(seq.held)
+        if missing > 0:
+            seq.held.extend([None] * missing)
 
-    def _push_event(self, seq: Seq) -> None:
-        alloc_step = seq.a_step + len(seq.held) * self.block_size - seq.a_computed
-        finish_step = seq.a_step + seq.max_out - seq.a_gen - 1
+    def _drop_decoder(self, seq: Seq) -> None:
+        self._sync(seq)
+        del self.decoding[seq.call_id]
+        del self._phase_buckets[seq.phase][seq.call_id]
+        self._dec_ctx -= seq.computed + 1
         seq.event_ver += 1
-        heapq.heappush(self._events, (min(alloc_step, finish_step), seq.order, seq.event_ver, seq))
 
     def _to_decoding(self, seq: Seq) -> None:
         seq.status = DECODING
         seq.a_step, seq.a_computed, seq.a_gen = self._dec_steps, seq.computed, seq.gen
         seq.a_busy_s, seq.a_service_s = self._dec_busy_s, seq.service_s
         self.decoding[seq.call_id] = seq
+        seq.phase = (seq.a_step - seq.a_computed) % self.block_size
+        self._phase_buckets[seq.phase][seq.call_id] = seq
         self._dec_ctx += seq.computed + 1
-        self._push_event(seq)
+        seq.event_ver += 1
+        finish_step = seq.a_step + seq.max_out - seq.a_gen - 1
+        heapq.heappush(self._events, (finish_step, seq.order, seq.event_ver, seq))
 
     def _register_full(self, seq: Seq) -> None:
         """Offer the call's full, computed blocks to the prefix cache (outputs included)."""
@@ -452,7 +473,7 @@ class LiteEngine:
     def _run(self, now_s: float, chunks: dict[Seq, int], finishing: list[Seq], decodes_run: bool,
              preempted: list[str], promoted: list[str]) -> StepReport:
         num_dec = len(self.decoding) if decodes_run else 0
-        chunk_tokens = sum(chunks.values())
+        chunk_tokens = sum(chunks.values()) if chunks else 0
         num_tokens = num_dec + chunk_tokens
         if num_tokens == 0:
             raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with work queued")
@@ -461,8 +482,10 @@ class LiteEngine:
             duration += self._ar_floor + self._ar_c * num_tokens
         if num_dec:
             duration += self._dec_ctx * self._attn_read
-        for seq, n in chunks.items():
-            duration += self.cost.prefill_attention_s(n, seq.computed + n)
+        if chunks:
+            prefill_attention_s = self.cost.prefill_attention_s
+            for seq, n in chunks.items():
+                duration += prefill_attention_s(n, seq.computed + n)
         duration += self._step_swap_s
         end_s = now_s + duration
 
@@ -471,14 +494,13 @@ class LiteEngine:
             self._dec_steps += 1
             self._dec_busy_s += duration
             self._dec_ctx += num_dec
+        else:
+            self._alloc_step = -1  # nothing decoded: calls joining now have no block taken for them
         self._computed_total += num_tokens
         finished: list[CallCompletion] = []
         for seq in finishing:
             if seq.status == DECODING:
-                self._sync(seq)
-                del self.decoding[seq.call_id]
-                self._dec_ctx -= seq.computed + 1
-                seq.event_ver += 1
+                self._drop_decoder(seq)
                 finished.append(self._finish(seq, end_s))
         if chunks:
             bs_done = False

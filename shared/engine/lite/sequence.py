@@ -21,7 +21,7 @@ class Seq:
     __slots__ = (
         "call", "call_id", "program_id", "thread_id", "order", "prompt_tokens", "max_out", "out_segment",
         "chain", "held", "reg_upto", "status", "computed", "gen", "service_s",
-        "a_step", "a_computed", "a_gen", "a_busy_s", "a_service_s", "event_ver", "queue_ver",
+        "a_step", "a_computed", "a_gen", "a_busy_s", "a_service_s", "phase", "event_ver", "queue_ver",
         "attained_origin_s", "epoch_seen", "wait_origin_s", "service_at_wait_origin_s",
         "preemptions", "prefix_hit_tokens", "recomputed_tokens", "lost_tokens", "swapped_blocks",
         "first_token_s", "submit_s", "thread_service_at_submit_s", "submit_epoch", "key",
@@ -50,6 +50,7 @@ class Seq:
         self.a_gen = 0
         self.a_busy_s = 0.0
         self.a_service_s = 0.0
+        self.phase = 0  # decode steps d with d % block_size == phase need a new block
         self.event_ver = 0
         self.queue_ver = 0
         # attained service and wait since the program's last promotion (ledger epoch)
