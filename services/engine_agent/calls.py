@@ -20,6 +20,8 @@ class LiveCall:
     rng: random.Random = field(repr=False, default_factory=random.Random)
     next_chunk_index: int = 0
     tokens_sent: int = 0
+    tokens_pending: int = 0  # produced, held back to coalesce chunks
+    last_chunk_s: float = 0.0  # engine clock of the last chunk sent
     started: bool = False
 
     @property

@@ -20,7 +20,7 @@ from shared.protocol import subjects
 
 class EngineAgent:
     def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
-                 directory: CachedProgramDirectory, stepper: RealTimeStepper) -> None:
+                 directory: CachedProgramDirectory, stepper: RealTimeStepper, stream_interval_s: float = 0.0) -> None:
         self.bus = bus
         self.engine_id = engine_id
         self.backend = backend
@@ -32,6 +32,8 @@ class EngineAgent:
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
         self.num_completed = 0
+        # tokens of one call produced within this interval of its last chunk ride in the next one
+        self.stream_interval_s = stream_interval_s
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -71,12 +73,17 @@ class EngineAgent:
             live = self.calls.get(call_id)
             if live is None or call_id in finished:
                 continue
+            live.tokens_pending += num_tokens
             if not live.started:
                 live.started = True
                 await self._started(live, end_s)
-            live.tokens_sent += num_tokens
+            elif end_s - live.last_chunk_s < self.stream_interval_s:
+                continue  # coalesce: the next chunk carries these tokens too
+            live.last_chunk_s = end_s
+            count, live.tokens_pending = live.tokens_pending, 0
+            live.tokens_sent += count
             await self.bus.publish(live.route.reply_subject, m.TokenChunk(
-                call_id=call_id, index=live.take_index(), token_ids=live.fabricate(num_tokens)))
+                call_id=call_id, index=live.take_index(), token_ids=live.fabricate(count)))
         for done in report.finished:
             await self._finish(done)
         for call_id in report.preempted:

@@ -48,7 +48,8 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     async def sink(report, end_s):
         await agent_ref[0].on_step(report, end_s)
     stepper = RealTimeStepper(engine, sink, settings.time_scale)
-    agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper)
+    agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper,
+                        settings.stream_interval_s)
     agent_ref.append(agent)
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))

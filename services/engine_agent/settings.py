@@ -18,6 +18,8 @@ class EngineAgentSettings(MeshSettings):
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
     queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
+    # a call's tokens are sent at most this often after its first token (0: one chunk per step)
+    stream_interval_s: float = Field(default=0.05, ge=0, le=1)
     # 1.0 runs each modeled step for its modeled time; 0 runs as fast as the host allows
     time_scale: float = Field(default=1.0, ge=0)
 

@@ -14,6 +14,7 @@ logged reason and an error event; the rest of its batch is applied.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -32,8 +33,6 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
-# TODO(protocol): move to shared.protocol.subjects once that module is committed (requested)
-PROMOTIONS_DURABLE = getattr(subjects, "PROCESS_TABLE_PROMOTIONS_DURABLE", "process_table_promotions")
 REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
 
 
@@ -47,6 +46,10 @@ class ProcessTableService:
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)
         self.num_rejected_completions = 0
+        self.num_batches = 0
+        self.batch_events_total = 0
+        self.db_s_total = 0.0  # time inside the apply transaction, retries included
+        self.publish_s_total = 0.0
 
     async def start(self) -> None:
         bus = self.bus
@@ -60,7 +63,7 @@ class ProcessTableService:
         await bus.consume_durable(subjects.PROCESS_TABLE_COMPLETIONS_DURABLE,
                                   subjects.events_of_type(m.CallCompleted), batch_handler=self.on_completions,
                                   types=(m.CallCompleted,), batch_size=self.settings.completion_batch_size)
-        await bus.consume_durable(PROMOTIONS_DURABLE,
+        await bus.consume_durable(subjects.PROCESS_TABLE_PROMOTIONS_DURABLE,
                                   subjects.events_of_type(m.ProgramPromoted), handler=self.on_promoted,
                                   types=(m.ProgramPromoted,))
         self.sweeper.start()
@@ -88,10 +91,16 @@ class ProcessTableService:
         async def work(conn: AsyncConnection):
             return await apply_completions(conn, completions)
 
+        t0 = time.perf_counter()
         updates = await self.transact(work, "apply_completions")
+        t1 = time.perf_counter()
         for update in updates:  # after commit: what engines and the router see is durable
             self.num_applied_calls += len(update.applied_call_ids)
             await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
+        self.num_batches += 1
+        self.batch_events_total += len(batch)
+        self.db_s_total += t1 - t0
+        self.publish_s_total += time.perf_counter() - t1
 
     async def on_promoted(self, incoming: Incoming) -> None:
         msg: m.ProgramPromoted = incoming.body
@@ -184,4 +193,8 @@ class ProcessTableService:
                 await asyncio.wait_for(conn.execute(text("SELECT 1")), timeout=2.0)
         except Exception as exc:  # the answer is the report: any failure means "not healthy"
             return False, f"database: {type(exc).__name__}: {exc}"
-        return True, f"applied_calls={self.num_applied_calls}"
+        batches = max(1, self.num_batches)
+        return True, (f"applied_calls={self.num_applied_calls} batches={self.num_batches} "
+                      f"mean_batch={self.batch_events_total / batches:.1f} "
+                      f"db_ms_per_batch={1e3 * self.db_s_total / batches:.2f} "
+                      f"publish_ms_per_batch={1e3 * self.publish_s_total / batches:.2f}")
