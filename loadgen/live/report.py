@@ -10,18 +10,35 @@ from __future__ import annotations
 import math
 
 from loadgen.live.driver import LiveProgramRecord
-from loadgen.sim.metrics import LatencyStats, span_rate
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of an ascending list (as the simulator's)."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _rate(times_s: list[float]) -> float:
+    """Events per second over the span of the times (nan for fewer than two)."""
+    ts = sorted(times_s)
+    if len(ts) < 2 or ts[-1] <= ts[0]:
+        return math.nan
+    return (len(ts) - 1) / (ts[-1] - ts[0])
 
 
 def point_summary(rate: float, records: list[LiveProgramRecord], wall_s: float) -> dict:
     done = [r for r in records if r.ok]
-    norm = LatencyStats.of([r.normalized_latency_s for r in done])
+    norm = sorted(r.normalized_latency_s for r in done)
     arrivals = [r.arrival_s for r in records]
     first_arrival = min(arrivals, default=0.0)
     last_finish = max((r.finish_s for r in done), default=first_arrival)
     span_s = max(last_finish - first_arrival, 1e-12)
-    arrival_rate = span_rate(arrivals)
-    finish_rate = span_rate([r.finish_s for r in done]) if done else 0.0
+    arrival_rate = _rate(arrivals)
+    finish_rate = _rate([r.finish_s for r in done]) if done else 0.0
     by_workload: dict[str, list[float]] = {}
     for r in done:
         by_workload.setdefault(r.workload, []).append(r.normalized_latency_s)
@@ -35,12 +52,12 @@ def point_summary(rate: float, records: list[LiveProgramRecord], wall_s: float) 
         "completed_per_s": len(done) / span_s if done else 0.0,
         "arrival_rate_measured": arrival_rate,
         "finish_rate_measured": finish_rate,
-        "throughput_ratio": finish_rate / arrival_rate if arrival_rate and done else 0.0,
-        "mean_norm_latency_s": norm.mean_s,
-        "p50_norm_latency_s": norm.p50_s,
-        "p95_norm_latency_s": norm.p95_s,
-        "p99_norm_latency_s": norm.p99_s,
-        "max_norm_latency_s": norm.max_s,
+        "throughput_ratio": finish_rate / arrival_rate if done and arrival_rate > 0 else 0.0,
+        "mean_norm_latency_s": sum(norm) / len(norm) if norm else math.nan,
+        "p50_norm_latency_s": percentile(norm, 50),
+        "p95_norm_latency_s": percentile(norm, 95),
+        "p99_norm_latency_s": percentile(norm, 99),
+        "max_norm_latency_s": norm[-1] if norm else math.nan,
         "mean_response_s": sum(r.response_s for r in done) / len(done) if done else math.nan,
         "num_calls": sum(r.num_calls for r in records),
         "failed_calls": sum(r.failed_calls for r in records),
