@@ -96,5 +96,25 @@ class BlockPool:
                 evictable[h] = None
         held.clear()
 
+    def retire(self, held: list, hashes: list[int], reg_from: int, reg_to: int) -> None:
+        """`register` blocks [reg_from, reg_to) then `release` all, in one pass (a call leaving)."""
+        refs, evictable = self.refs, self.evictable
+        for i in range(len(held) - 1, -1, -1):
+            h = held[i]
+            if h is None:
+                if reg_from <= i < reg_to:
+                    h = hashes[i]
+                    if h not in refs:  # a duplicate of a cached block is simply freed
+                        refs[h] = 0
+                        evictable[h] = None
+                        continue
+                self.free_uncached += 1
+                continue
+            r = refs[h] - 1
+            refs[h] = r
+            if r == 0:
+                evictable[h] = None
+        held.clear()
+
     def cached_prefix_blocks(self, hashes: list[int]) -> int:
         return self.count_hits(hashes, len(hashes))[0]

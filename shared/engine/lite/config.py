@@ -43,7 +43,7 @@ class LiteEngineConfig:
     preemption_interval_steps: int = 4
     # waiting calls' priority keys are re-read from the program ledgers at most this often (virtual s);
     # programs whose calls finished on this engine are re-read at the next step regardless
-    key_refresh_interval_s: float = 0.05
+    key_refresh_interval_s: float = 0.2
     starvation: StarvationConfig = field(default_factory=StarvationConfig)
     starvation_check_interval_s: float = 0.25
     v0_watermark: float = 0.01  # vLLM V0 BlockSpaceManager watermark: admit only above 1% free blocks

@@ -318,7 +318,30 @@ class LiteEngine:
             self._preempt(victim, preempted, chunks, kv_exhausted=False)
 
     def _running_keyed(self) -> list[tuple[tuple, Seq]]:
-        return [(self._key(s), s) for s in iter_chain(self.decoding.values(), self.prefilling)]
+        return [(self._running_key(s), s) for s in iter_chain(self.decoding.values(), self.prefilling)]
+
+    def _running_key(self, seq: Seq) -> tuple:
+        """A running call's key, cached until its program's ledger changes or its own attained
+        service crosses the next MLFQ threshold (the only ways an MLFQ/PLAS/ATLAS key changes)."""
+        led = self.programs.ledger(seq.program_id)
+        snap = (led.epoch, len(led.completed_call_ids))
+        service = self._service_now(seq)
+        if seq.rkey_snap == snap and service < seq.rkey_until_s:
+            return seq.rkey
+        key = self._key(seq)
+        until = service  # SRPT keys change with every step: never cached
+        if self._static_keys:
+            until = math.inf
+        elif self._has_levels:
+            mlfq = self.policy.mlfq
+            level = key[0]
+            if level >= mlfq.num_levels - 1:
+                until = math.inf
+            else:
+                base = 0.0 if self.policy.name is PolicyName.MLFQ else led.service_s
+                until = service + (mlfq.threshold_s(level) - (base + service - seq.attained_origin_s))
+        seq.rkey, seq.rkey_snap, seq.rkey_until_s = key, snap, until
+        return key
 
     # ---- preemption and call state --------------------------------------------------------------
     def _preempt(self, seq: Seq, preempted: list[str], chunks: dict[Seq, int], kv_exhausted: bool) -> None:
@@ -326,19 +349,18 @@ class LiteEngine:
         seq.preemptions += 1
         self.stats["preemptions"] += 1
         preempted.append(seq.call_id)
-        self._register_full(seq)  # vLLM V1: freed full blocks stay in the prefix cache
         num_kv_blocks = -(-seq.computed // self.block_size)
         limit = self.config.swap_space_blocks
         if (self.config.preemption is PreemptionMode.SWAP
                 and (limit is None or self._swap_used + num_kv_blocks <= limit)):
-            self.pool.release(seq.held)
+            self._retire_blocks(seq)
             seq.swapped_blocks = num_kv_blocks
             self._swap_used += num_kv_blocks
             self._step_swap_s += self.cost.swap_s(num_kv_blocks, self.config.batched_swap, self.block_size)
             self.stats["swaps"] += 1
             seq.status = SWAPPED
         else:
-            self.pool.release(seq.held)
+            self._retire_blocks(seq)  # vLLM V1: freed full blocks stay in the prefix cache
             self._computed_total -= seq.computed
             seq.lost_tokens = seq.computed
             seq.computed = 0
@@ -404,6 +426,15 @@ class LiteEngine:
                 register(held, i, hashes[i])
             seq.reg_upto = full
 
+    def _retire_blocks(self, seq: Seq) -> None:
+        """Free all of a call's blocks; its full computed blocks stay cached (LRU-evictable)."""
+        full = min(seq.computed // self.block_size, len(seq.held))
+        if self.pool.caching and full > seq.reg_upto:
+            self.pool.retire(seq.held, seq.ensure_hashes(full), seq.reg_upto, full)
+        else:
+            self.pool.release(seq.held)
+        seq.reg_upto = 0
+
     def _service_now(self, seq: Seq) -> float:
         if seq.status == DECODING:
             return seq.a_service_s + (self._dec_busy_s - seq.a_busy_s)
@@ -415,16 +446,20 @@ class LiteEngine:
             return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s))
         led = self.programs.ledger(seq.program_id)
         service = self._service_now(seq)
-        if led.epoch != seq.epoch_seen:  # promoted since we last looked: attained and wait restart
-            seq.epoch_seen = led.epoch
-            seq.attained_origin_s = service
-            seq.wait_origin_s = self._now
-            seq.service_at_wait_origin_s = service
+        if led.epoch != seq.epoch_seen:
+            self._sync_epoch(seq, led.epoch, service)
         view = CallView(
             arrival_s=call.arrival_s, seq=call.seq, attained_s=service - seq.attained_origin_s,
             program_service_s=led.service_s, thread_service_s=led.thread_service(seq.thread_id),
             program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
         return self.policy.key(view)
+
+    def _sync_epoch(self, seq: Seq, epoch: int, service_s: float) -> None:
+        """The program was promoted since we last looked: attained service and wait restart."""
+        seq.epoch_seen = epoch
+        seq.attained_origin_s = service_s
+        seq.wait_origin_s = self._now
+        seq.service_at_wait_origin_s = service_s
 
     # ---- periodic: key refresh and anti-starvation ----------------------------------------------
     def _maintain(self, now_s: float, promoted: list[str]) -> None:
@@ -454,8 +489,9 @@ class LiteEngine:
             for pid, group in list(waiting.by_program.items()):
                 led = self.programs.ledger(pid)
                 for seq in group.values():
-                    self._key(seq)  # syncs the call's origins with the ledger epoch
                     service = seq.service_s
+                    if led.epoch != seq.epoch_seen:
+                        self._sync_epoch(seq, led.epoch, service)
                     call_wait_s = (now_s - seq.wait_origin_s) - (service - seq.service_at_wait_origin_s)
                     if should_promote(starvation, led.wait_s, led.service_s, call_wait_s,
                                       service - seq.attained_origin_s):
@@ -534,8 +570,7 @@ class LiteEngine:
             tokens_emitted=emitted, finished=finished, preempted=preempted, promoted_programs=promoted)
 
     def _finish(self, seq: Seq, end_s: float) -> CallCompletion:
-        self._register_full(seq)  # the output becomes a cached prefix for the program's next call
-        self.pool.release(seq.held)
+        self._retire_blocks(seq)  # the output becomes a cached prefix for the program's next call
         self._computed_total -= seq.computed
         self._live_work -= seq.prompt_tokens + seq.max_out
         seq.status = FINISHED

@@ -59,7 +59,7 @@ class ChainMemo:
     Bounded: cleared when it grows past `max_entries` (a cache, never a source of truth).
     """
 
-    def __init__(self, block_size: int, max_entries: int = 200_000) -> None:
+    def __init__(self, block_size: int, max_entries: int = 50_000) -> None:
         self.block_size = block_size
         self.max_entries = max_entries
         self._memo: dict[tuple, tuple] = {}

@@ -25,6 +25,7 @@ class Seq:
         "attained_origin_s", "epoch_seen", "wait_origin_s", "service_at_wait_origin_s",
         "preemptions", "prefix_hit_tokens", "recomputed_tokens", "lost_tokens", "swapped_blocks",
         "first_token_s", "submit_s", "thread_service_at_submit_s", "submit_epoch", "key",
+        "rkey", "rkey_snap", "rkey_until_s",
     )
 
     def __init__(self, call: EngineCall, chain: HashChain, now_s: float, thread_service_s: float,
@@ -67,7 +68,10 @@ class Seq:
         self.submit_s = now_s
         self.thread_service_at_submit_s = thread_service_s
         self.submit_epoch = epoch
-        self.key: tuple = ()
+        self.key: tuple = ()  # priority key while queued
+        self.rkey: tuple = ()  # cached priority key while running, valid for rkey_snap / rkey_until_s
+        self.rkey_snap: tuple | None = None
+        self.rkey_until_s = 0.0
 
     @property
     def context_tokens(self) -> int:
