@@ -231,3 +231,40 @@ def test_bad_input():
     with pytest.raises(ValueError, match="KV blocks"):
         engine.submit(call("x/c0", (("x", 500),), 10), 0.0)
     assert replace(LiteEngineConfig(), token_budget=512).token_budget == 512
+
+
+def test_kv_blocked_better_class_preempts_under_plas_not_fcfs():
+    def run(policy):
+        # 100 blocks = 1600 tokens: the long call fills most of it, the newcomer cannot fit beside it
+        engine, directory = make(policy, num_blocks=100)
+        directory.ledger("big").service_s = 8.0  # a program with lots of attained service (level 4)
+        res = drive(engine, directory, [Chain("big", 0.0, [(1000, 400)]), Chain("new", 1.0, [(700, 20)])])
+        return res
+
+    plas, fcfs = run("plas"), run("fcfs")
+    assert plas.completions["big/c0"].preemptions >= 1
+    assert plas.completions["new/c0"].finish_s < plas.completions["big/c0"].finish_s
+    assert fcfs.completions["big/c0"].preemptions == 0
+    assert fcfs.completions["new/c0"].finish_s > fcfs.completions["big/c0"].finish_s
+
+
+def test_full_swap_space_falls_back_to_recompute():
+    engine, _ = make("fcfs", num_blocks=120, preemption="swap", swap_space_blocks=0, prefix_caching=False)
+    for i in range(3):
+        engine.submit(call(f"p{i}/c0", ((f"p{i}", 300),), 400, 0.0, i), 0.0)
+    reports, _ = run_to_end(engine)
+    assert engine.stats["preemptions"] >= 1 and engine.stats["swaps"] == 0
+    assert engine.stats["recomputed_tokens"] > 0
+
+
+def test_abort_frees_everything_and_load_tracks_remaining_work():
+    engine, _ = make()
+    engine.submit(call("a/c0", (("a", 1000),), 50), 0.0)
+    engine.submit(call("b/c0", (("b", 500),), 50, 0.0, 1), 0.0)
+    assert engine.load() == 1000 + 50 + 500 + 50
+    rep = engine.step(0.0)
+    assert engine.load() == 1600 - rep.num_scheduled_tokens
+    assert engine.abort("a/c0") and not engine.abort("a/c0")
+    assert engine.load() == 550 - 500
+    assert engine.abort("b/c0")
+    assert engine.pool.num_used == 0 and not engine.has_work() and engine.step(1.0) is None

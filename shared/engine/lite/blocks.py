@@ -77,11 +77,16 @@ class BlockPool:
             refs[h] = r + 1
             held.append(h)
 
-    def register(self, held: list, index: int, block_hash: int) -> None:
-        """A private full block becomes a cached one; a duplicate stays private (as in vLLM)."""
-        if self.caching and held[index] is None and block_hash not in self.refs:
-            self.refs[block_hash] = 1
-            held[index] = block_hash
+    def register(self, held: list, hashes: list[int], start: int, end: int) -> None:
+        """Private full blocks [start, end) become cached ones; a duplicate stays private (as vLLM)."""
+        if not self.caching:
+            return
+        refs = self.refs
+        for i in range(start, end):
+            h = hashes[i]
+            if held[i] is None and h not in refs:
+                refs[h] = 1
+                held[i] = h
 
     def release(self, held: list) -> None:
         """Free a call's blocks, tail first, so the tail is evicted before the shared prefix."""

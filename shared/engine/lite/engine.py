@@ -420,10 +420,7 @@ class LiteEngine:
             return
         full = min(seq.computed // self.block_size, len(seq.held))
         if full > seq.reg_upto:
-            hashes = seq.ensure_hashes(full)
-            register, held = self.pool.register, seq.held
-            for i in range(seq.reg_upto, full):
-                register(held, i, hashes[i])
+            self.pool.register(seq.held, seq.ensure_hashes(full), seq.reg_upto, full)
             seq.reg_upto = full
 
     def _retire_blocks(self, seq: Seq) -> None:
