@@ -128,7 +128,7 @@ class ProgramScheduleState:
         self.directory: ProgramDirectory = directory if directory is not None else DictProgramDirectory()
         self.calls: dict[str, CallState] = {}
         self._by_program: dict[str, set[str]] = {}
-        self._program_seen: dict[str, tuple[float, float, int]] = {}  # (S_p, s_T sum marker, epoch)
+        self._program_seen: dict[str, tuple[float, int, int]] = {}  # (S_p, epoch, completed calls)
         self._next_seq = 0
         self._next_starvation_check_s = float("-inf")
 
@@ -237,12 +237,14 @@ class ProgramScheduleState:
                     self.directory.promote(call.program_id)
                     result.promoted_programs.append(call.program_id)
         # 2. program-service changes (completions folded in by the process table, promotions)
+        # (S_p, epoch, completed calls) changes with every ledger transition (complete_call, promote)
+        ledger_of, seen_before = self.directory.ledger, self._program_seen
         for program_id, call_ids in self._by_program.items():
-            ledger = self.directory.ledger(program_id)
-            seen = (ledger.service_s, sum(ledger.thread_service_s.values()), ledger.epoch)
-            if self._program_seen.get(program_id) == seen:
+            ledger = ledger_of(program_id)
+            seen = (ledger.service_s, ledger.epoch, len(ledger.completed_call_ids))
+            if seen_before.get(program_id) == seen:
                 continue
-            self._program_seen[program_id] = seen
+            seen_before[program_id] = seen
             for cid in call_ids:
                 call = self.calls[cid]
                 if call.epoch != ledger.epoch:  # promoted: own service and wait count from now
