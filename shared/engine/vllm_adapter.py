@@ -10,7 +10,8 @@
   same per-call accounting (the baselines).
 - CPU construction (`build_cpu_scheduler`), request building and a fake model-runner output, used by
   the `emulated` engine (`shared.engine.vllm_emulated`).
-- `VllmGpuEngine`: vLLM's real `EngineCore` with our scheduler class, for GPU machines.
+- `build_engine_core`: vLLM's real `EngineCore` with our scheduler class, for GPU machines
+  (wrapped as an Engine by `shared.engine.vllm_gpu.VllmGpuEngine`).
 
 Settings ride in `VllmConfig.additional_config["autellix"]` (see `SchedulerSettings.from_config`);
 program and thread ids ride in `SamplingParams.extra_args["autellix"]` (see `program_meta`).
@@ -142,6 +143,7 @@ class _CallTracking:
         self.program_state = ProgramScheduleState(self.autellix_settings)
         self.finished_calls: list[CallState] = []
         self.promoted_programs: list[str] = []
+        self.preempted_ids: list[str] = []
         self._fixed_now_s: float | None = None  # emulation: the driver's clock
         self._fixed_duration_s: float | None = None  # emulation: the cost model's step time
         self._last_update_mono_s = time.monotonic()
@@ -199,6 +201,7 @@ class _CallTracking:
         for rid in so.preempted_req_ids:
             call = calls.get(rid)
             if call is not None and call.running:
+                self.preempted_ids.append(rid)
                 call.preemptions += 1
                 state.mark_waiting(call, now_s)
         for rid, n in so.num_scheduled_tokens.items():
@@ -259,6 +262,10 @@ class _CallTracking:
 
     def pop_finished_calls(self) -> list[CallState]:
         out, self.finished_calls = self.finished_calls, []
+        return out
+
+    def pop_preempted_ids(self) -> list[str]:
+        out, self.preempted_ids = self.preempted_ids, []
         return out
 
     def pop_promoted_programs(self) -> list[str]:
@@ -454,9 +461,10 @@ def build_cpu_scheduler(*, num_blocks: int, kind: str = "autellix", settings: di
 
 
 def make_request(request_id: str, prompt_token_ids: list[int], max_tokens: int, arrival_s: float,
-                 extra_args: dict | None = None, priority: int = 0, hasher=None) -> Request:
-    """A vLLM request that generates exactly `max_tokens` tokens (ignore_eos, as in the paper)."""
-    sp = SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=extra_args)
+                 extra_args: dict | None = None, priority: int = 0, hasher=None,
+                 ignore_eos: bool = True) -> Request:
+    """A vLLM request; with ignore_eos it generates exactly `max_tokens` tokens (as in the paper)."""
+    sp = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, extra_args=extra_args)
     return Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling_params=sp,
                    pooling_params=None, priority=priority, arrival_time=arrival_s,
                    block_hasher=hasher if hasher is not None else block_hasher())
@@ -496,9 +504,9 @@ def kv_usage(sched: Scheduler) -> tuple[int, int]:
     return total - pool.get_num_free_blocks(), total
 
 
-def cached_prefix_tokens(sched: Scheduler, token_ids: list[int]) -> int:
+def cached_prefix_tokens(sched: Scheduler, token_ids: list[int], hasher=None) -> int:
     """Prompt tokens the prefix cache holds for these token ids (a routing hint; no side effects)."""
-    probe = make_request("__autellix_probe__", token_ids, 1, 0.0)
+    probe = make_request("__autellix_probe__", token_ids, 1, 0.0, hasher=hasher)
     _, num_cached, _ = sched.kv_cache_manager.get_computed_blocks(probe)
     return num_cached
 
@@ -522,3 +530,22 @@ def make_emulated_engine(engine_id: str, policy, directory, preset: str = "llama
     from shared.engine.vllm_emulated import EmulatedVllmEngine
 
     return EmulatedVllmEngine(engine_id, policy, directory, preset=preset, **options)
+
+
+# --- the real engine on a GPU (used by shared/engine/vllm_gpu.py; not run on this CPU-only machine) --
+def build_engine_core(*, model: str, kind: str, settings: dict, max_num_seqs: int = 256,
+                      max_num_batched_tokens: int = 8192, prefix_caching: bool = True,
+                      gpu_memory_utilization: float = 0.9, load_format: str = "auto", **engine_kwargs: Any):
+    """vLLM's real EngineCore in this process (UniProc executor) with our scheduler class."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.executor.abstract import Executor
+
+    cls, queue_policy = scheduler_class(kind, sync=False)
+    args = EngineArgs(model=model, skip_tokenizer_init=True, load_format=load_format,
+                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                      enable_prefix_caching=prefix_caching, gpu_memory_utilization=gpu_memory_utilization,
+                      scheduling_policy=queue_policy, scheduler_cls=cls,
+                      additional_config={CONFIG_KEY: dict(settings)}, **engine_kwargs)
+    vllm_config = args.create_engine_config()
+    return EngineCore(vllm_config, executor_class=Executor.get_class(vllm_config), log_stats=False)

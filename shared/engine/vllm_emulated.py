@@ -142,7 +142,7 @@ class EmulatedVllmEngine:
                 continue
             finished.append(self._completion(call))
         promoted = sched.pop_promoted_programs()
-        preempted = sorted(so.preempted_req_ids)
+        preempted = sched.pop_preempted_ids()
         running, waiting = sched.get_request_counts()
         used, total = self._va.kv_usage(sched)
         self.stats["steps"] += 1
