@@ -111,8 +111,8 @@ def plan_steals(engine_loads: Mapping[str, float], engine_idle_s: Mapping[str, f
     with the highest current load satisfying load >= r_max x its own and a session that would see
     less work ahead of it on the thief (thief load < victim load - session load), cheapest to move
     first (fewest KV blocks, then fewest migrations, then queue order). A session moves at most
-    once per plan and never beyond the migration bound; an engine that received work this plan
-    does not give it away in the same plan.
+    once per plan and never beyond the migration bound; within one plan an engine either gives or
+    receives, never both (no ping-pong).
     """
     cfg = cfg or AffinityConfig()
     loads = dict(engine_loads)
@@ -120,9 +120,12 @@ def plan_steals(engine_loads: Mapping[str, float], engine_idle_s: Mapping[str, f
     thieves = sorted((e for e in loads if engine_idle_s.get(e, 0.0) >= cfg.t_idle_s),
                      key=lambda e: (-engine_idle_s[e], e))
     receivers: set[str] = set()
+    givers: set[str] = set()
     moved: set[str] = set()
     migrations: list[Migration] = []
     for thief in thieves:
+        if thief in givers:
+            continue
         for _ in range(cfg.max_steals_per_engine):
             pick = _pick_steal(thief, loads, queues, receivers, moved, cfg)
             if pick is None:
@@ -137,6 +140,7 @@ def plan_steals(engine_loads: Mapping[str, float], engine_idle_s: Mapping[str, f
                                         f"(load {loads[victim] + session.load:.3g} >= {cfg.r_max:g} x "
                                         f"{loads[thief] - session.load:.3g})"))
             receivers.add(thief)
+            givers.add(victim)
             moved.add(session.session_id)
     return StealPlan(tuple(migrations), loads)
 

@@ -12,7 +12,9 @@ Trace format (what a simulator or engine records; `BlockTrace.to_dict` gives the
   call: record every block of the call's context when it is admitted (cached or not), in prefix
   order, then each new block as decode fills it.
 - A call *references* its blocks from its first access to its last one (the running sequence in
-  vLLM's sense); prefix-cache LRU never evicts a referenced block unless nothing else is left.
+  vLLM's sense); at its first access it references every block of its prompt that is still cached
+  (the engine matches the whole prompt on admission: no clairvoyance). Prefix-cache LRU never
+  evicts a referenced block unless nothing else is left (a forced eviction, counted).
 - `calls` is only read by the workflow-aware policy: the session, the context length when the call
   ended, the tool the client declared for the pause after it (None: none), the tokens the preceding
   tool's observation added (learned online, as production would), and whether the session closed.
@@ -178,13 +180,13 @@ class _ReferencedCache:
         self.resident: OrderedDict[Hashable, None] = OrderedDict()  # all, by last access
         self.free_lru: OrderedDict[Hashable, None] = OrderedDict()  # unowned, release order
         self.owners: dict[Hashable, set] = {}  # block -> owners
-        self.held: dict[object, set] = {}  # owner -> blocks
+        self.held: dict[object, dict[Hashable, None]] = {}  # owner -> blocks in prefix order
         self.forced = 0
 
     def own(self, owner: object, b: Hashable) -> None:
-        blocks = self.held.setdefault(owner, set())
+        blocks = self.held.setdefault(owner, {})
         if b not in blocks:
-            blocks.add(b)
+            blocks[b] = None
             self.owners.setdefault(b, set()).add(owner)
             self.free_lru.pop(b, None)
 
@@ -194,7 +196,10 @@ class _ReferencedCache:
             self.own(dst, b)
 
     def disown(self, owner: object, to_front: bool = False) -> None:
-        for b in self.held.pop(owner, ()):
+        """Drop an owner's references; blocks nobody holds join the free queue, tail first to go
+        (vLLM frees in reverse order). `to_front`: they go before every other free block."""
+        blocks = list(self.held.pop(owner, ()))
+        for b in (blocks if to_front else reversed(blocks)):
             owners = self.owners[b]
             owners.discard(owner)
             if not owners:
@@ -213,16 +218,19 @@ class _ReferencedCache:
         """Everything resident is owned: evict the least recently accessed block anyway."""
         b, _ = self.resident.popitem(last=False)
         for owner in self.owners.pop(b, ()):
-            self.held[owner].discard(b)
+            self.held[owner].pop(b, None)
         self.free_lru.pop(b, None)
         self.forced += 1
 
 
-def _call_spans(trace: BlockTrace) -> dict[int, int]:
+def _call_spans(trace: BlockTrace) -> tuple[dict[int, int], dict[int, list[Hashable]]]:
+    """Each call's last access index and its blocks in access order."""
     last: dict[int, int] = {}
+    blocks: dict[int, list[Hashable]] = {}
     for i, a in enumerate(trace.accesses):
         last[a.call_id] = i
-    return last
+        blocks.setdefault(a.call_id, []).append(a.block_id)
+    return last, blocks
 
 
 def replay_prefix_lru(trace: BlockTrace) -> PolicyResult:
@@ -241,7 +249,7 @@ def replay_workflow(trace: BlockTrace, retention: RetentionConfig | None = None,
 def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
                        profile_cfg: ToolProfileConfig | None) -> PolicyResult:
     cache = _ReferencedCache(trace.capacity_blocks)
-    last_index = _call_spans(trace)
+    last_index, call_blocks = _call_spans(trace)
     table = RetentionTable(trace.capacity_blocks, retention) if retention else None
     tools = ToolProfiles(profile_cfg) if profile_cfg else None
     started: set[int] = set()
@@ -251,6 +259,10 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
     for i, a in enumerate(trace.accesses):
         b, c, now_s = a.block_id, a.call_id, a.time_s
         info = trace.calls.get(c)
+        if c not in started:  # admission: the call references every block of its prompt still cached
+            for cached in call_blocks[c]:
+                if cached in cache.resident:
+                    cache.own(("c", c), cached)
         if table is not None:
             nxt = table.next_expiry_s()
             if nxt is not None and nxt <= now_s:
@@ -258,7 +270,7 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
                     cache.disown(("s", entry.session_id))
             if c not in started and info is not None:
                 sid = info.session_id
-                if table.touch(sid) is not None:  # a hit on what this call re-reads; the rest is free
+                if table.touch(sid) is not None:  # the call holds what it re-reads; the rest is free
                     cache.disown(("s", sid))
                 if sid in pause:
                     end_s, tool = pause.pop(sid)

@@ -57,15 +57,19 @@ def retention_ttl_s(predicted_idle_s: float, cfg: RetentionConfig) -> float:
 
 
 def predicted_reuse(n_ctx_tokens: float, predicted_obs_tokens: float, p_continue: float = 1.0) -> float:
-    """Expected reusable fraction of the retained KV (Eq. 4-5 for a chain), in [0, 1]."""
-    n_ctx = max(n_ctx_tokens, 0.0)
-    n_obs = max(predicted_obs_tokens, 0.0) if not math.isnan(predicted_obs_tokens) else 0.0
-    p = min(max(p_continue, 0.0), 1.0) if not math.isnan(p_continue) else 0.0
-    if n_ctx + n_obs == 0:
+    """Expected reusable fraction of the retained KV (Eq. 4-5 for a chain), in [0, 1].
+
+    NaN inputs predict no reuse (the safe side: such a session is evicted first).
+    """
+    if math.isnan(n_ctx_tokens) or math.isnan(predicted_obs_tokens) or math.isnan(p_continue):
         return 0.0
-    if math.isinf(n_obs):
+    n_ctx, n_obs = max(n_ctx_tokens, 0.0), max(predicted_obs_tokens, 0.0)
+    p = min(max(p_continue, 0.0), 1.0)
+    if n_ctx == 0 or math.isinf(n_obs):
         return 0.0
-    return p * n_ctx / (n_ctx + n_obs) if not math.isinf(n_ctx) else p
+    if math.isinf(n_ctx):
+        return p
+    return p * n_ctx / (n_ctx + n_obs)
 
 
 @dataclass(frozen=True)
