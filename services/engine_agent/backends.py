@@ -13,16 +13,21 @@ from shared.engine.api import Engine, ProgramDirectory
 
 
 def make_engine(backend: str, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory,
-                preset: str) -> Engine:
+                preset: str, max_num_seqs: int | None = None, num_blocks: int | None = None) -> Engine:
     if backend == "lite":
         from shared.engine.lite import LiteEngine, LiteEngineConfig
 
-        config = LiteEngineConfig(preset=preset, starvation=StarvationConfig(beta=None))
+        limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
+        config = LiteEngineConfig(preset=preset, starvation=StarvationConfig(beta=None), num_blocks=num_blocks,
+                                  **limits)
         return LiteEngine(engine_id, policy, directory, config)
     if backend == "emulated":
+        from shared.engine.vllm_emulated import EmulatedVllmEngine  # imports vLLM only when built
+
+        limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
         try:
-            from shared.engine import vllm_adapter
+            return EmulatedVllmEngine(engine_id, policy, directory, preset=preset,
+                                      starvation=StarvationConfig(beta=None), num_kv_blocks=num_blocks, **limits)
         except ImportError as exc:
-            raise ValueError(f"backend 'emulated' needs vLLM (pip install -e '.[vllm]'): {exc}") from None
-        return vllm_adapter.make_emulated_engine(engine_id, policy, directory, preset)
+            raise ValueError(f"backend 'emulated' needs vLLM 0.33.0 (pip install -e '.[vllm]'): {exc}") from None
     raise ValueError(f"unknown engine backend {backend!r}; valid: lite, emulated")

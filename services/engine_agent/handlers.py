@@ -3,6 +3,7 @@ heartbeats and queue snapshots, and keep the local program directory current."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 
@@ -12,10 +13,11 @@ from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
-from shared.engine.api import CallCompletion, StepReport
+from shared.engine.api import CallCompletion, EngineCall, StepReport
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.errors import ErrorCode
 
 
 class EngineAgent:
@@ -28,6 +30,7 @@ class EngineAgent:
         self.directory = directory
         self.stepper = stepper
         self.calls: dict[str, LiveCall] = {}
+        self._tasks: set[asyncio.Task] = set()
         self._seq = 0
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
@@ -65,6 +68,20 @@ class EngineAgent:
         p: m.ProgramPromoted = msg.body
         if self.directory.apply_promotion(p.program_id, p.epoch):
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+
+    def on_reject(self, call: EngineCall, exc: ValueError) -> None:
+        """The engine refused a call (it can never fit): end its stream with a clear error."""
+        live = self.calls.pop(call.call_id, None)
+        self.log.warning("call_rejected", call_id=call.call_id, reason=str(exc))
+        if live is not None:
+            self._spawn(self.bus.publish(live.route.reply_subject, m.TokenChunk(
+                call_id=call.call_id, index=live.take_index(), done=True, finish_reason="error",
+                error_code=ErrorCode.BAD_REQUEST.value, error_description=str(exc))))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # --- the stepping loop's sink ----------------------------------------------------------------
     async def on_step(self, report: StepReport, end_s: float) -> None:

@@ -40,14 +40,17 @@ class RunningAgent:
 async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
-    engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset)
+    engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset,
+                         settings.engine_max_num_seqs, settings.engine_num_blocks)
     bus = await Bus.connect(settings.nats_url, "engine_agent", settings.nats_connect_timeout_s)
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     agent_ref: list[EngineAgent] = []
 
     async def sink(report, end_s):
         await agent_ref[0].on_step(report, end_s)
-    stepper = RealTimeStepper(engine, sink, settings.time_scale)
+    def on_reject(call, exc):
+        agent_ref[0].on_reject(call, exc)
+    stepper = RealTimeStepper(engine, sink, settings.time_scale, on_reject=on_reject)
     agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper,
                         settings.stream_interval_s)
     agent_ref.append(agent)

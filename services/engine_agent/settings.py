@@ -16,6 +16,10 @@ class EngineAgentSettings(MeshSettings):
     engine_backend: Literal["lite", "emulated"] = "lite"
     scheduling_policy: PolicyName = PolicyName.ATLAS
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
+    # vLLM's max_num_seqs (running calls per step) and KV blocks; None keeps the engine's defaults
+    # (256, and the preset's free blocks)
+    engine_max_num_seqs: int | None = Field(default=None, ge=1)
+    engine_num_blocks: int | None = Field(default=None, ge=1)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
     queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
     # a call's tokens are sent at most this often after its first token (0: one chunk per step)

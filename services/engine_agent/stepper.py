@@ -16,15 +16,17 @@ from collections.abc import Awaitable, Callable
 from shared.engine.api import Engine, EngineCall, StepReport
 
 StepSink = Callable[[StepReport, float], Awaitable[None]]  # (report, end time on the engine clock)
+RejectSink = Callable[[EngineCall, ValueError], None]  # the engine refused a call (e.g. larger than its KV)
 
 
 class RealTimeStepper:
     def __init__(self, engine: Engine, sink: StepSink, time_scale: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_reject: RejectSink | None = None) -> None:
         if time_scale < 0:
             raise ValueError(f"time_scale must be >= 0, got {time_scale}")
         self.engine = engine
         self._sink = sink
+        self._on_reject = on_reject
         self._time_scale = time_scale
         self._clock = clock
         self._t0 = clock()
@@ -59,7 +61,12 @@ class RealTimeStepper:
     def _flush_pending(self) -> None:
         pending, self._pending = self._pending, []
         for call in pending:
-            self.engine.submit(call, call.arrival_s)
+            try:
+                self.engine.submit(call, call.arrival_s)
+            except ValueError as exc:  # this call cannot run here; the others go on
+                if self._on_reject is None:
+                    raise
+                self._on_reject(call, exc)
 
     async def run(self) -> None:
         while not self._stopping:

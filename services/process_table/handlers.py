@@ -5,10 +5,11 @@
     ...
     await service.stop()
 
-Completions arrive in batches from a JetStream durable consumer (pull a batch, apply it in one
-transaction, ack after commit; the bus naks on failure so the batch comes back). A completion the
-table must not apply (negative service, an id that cannot be a subject token...) is rejected with a
-logged reason and an error event; the rest of its batch is applied.
+Completions stream in from a JetStream durable consumer (`puller.py`); the apply loop takes what
+has arrived (up to COMPLETION_BATCH_SIZE, in stream order), applies it in one transaction,
+publishes the program-service updates and acks, all after the commit. A failed write is retried
+in place until it commits. A completion the table must not apply (negative service, an id that
+cannot be a subject token...) is rejected with a logged reason and an error event, and terminated.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.process_table import sessions, wire
 from services.process_table.expiry import IdleSweeper
+from services.process_table.fold import Completion
 from services.process_table.models import CloseReason
+from services.process_table.puller import Delivery, StreamingPuller
 from services.process_table.repository import apply_completions
 from services.process_table.settings import ProcessTableSettings
 from services.process_table.transact import in_transaction
-from services.process_table.views import ProgramClosed, ProgramNotFound, ProgramView
+from services.process_table.views import ProgramClosed, ProgramNotFound, ProgramView, ServiceUpdate
 from shared.bus import Bus, Incoming
 from shared.core.mlfq import MlfqConfig
 from shared.logging import get_logger
@@ -33,7 +36,8 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
-REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
+REQUEST_CONCURRENCY = 16
+MAX_RETRY_DELAY_S = 2.0  # session requests in flight per instance (each holds a pooled connection)
 
 
 class ProcessTableService:
@@ -44,6 +48,11 @@ class ProcessTableService:
         self.mlfq = MlfqConfig(num_levels=settings.mlfq_num_levels, base_quantum_s=settings.mlfq_base_quantum_s)
         self.log = get_logger(component="process_table")
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
+        self.puller = StreamingPuller(
+            bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.events_of_type(m.CallCompleted),
+            types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion)
+        self._apply_task: asyncio.Task | None = None
+        self._stopping = False
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)
         self.num_rejected_completions = 0
         self.num_batches = 0
@@ -60,9 +69,8 @@ class ProcessTableService:
         await bus.subscribe(subjects.session_lookup(), self.on_lookup, queue=subjects.PROCESS_TABLE_QUEUE,
                             types=(m.LookupSession,), max_in_flight=REQUEST_CONCURRENCY)
         await bus.serve_health(self.health)
-        await bus.consume_durable(subjects.PROCESS_TABLE_COMPLETIONS_DURABLE,
-                                  subjects.events_of_type(m.CallCompleted), batch_handler=self.on_completions,
-                                  types=(m.CallCompleted,), batch_size=self.settings.completion_batch_size)
+        await self.puller.start()
+        self._apply_task = asyncio.create_task(self._apply_loop(), name="process_table:apply")
         await bus.consume_durable(subjects.PROCESS_TABLE_PROMOTIONS_DURABLE,
                                   subjects.events_of_type(m.ProgramPromoted), handler=self.on_promoted,
                                   types=(m.ProgramPromoted,))
@@ -71,36 +79,66 @@ class ProcessTableService:
                       idle_ttl_s=self.settings.session_idle_ttl_s)
 
     async def stop(self) -> None:
+        """Finish the batch in hand (its commit and acks), then stop taking more."""
+        self._stopping = True
+        await self.puller.stop()
+        if self._apply_task is not None:
+            await asyncio.gather(self._apply_task, return_exceptions=True)
         await self.sweeper.stop()
 
     async def transact(self, work, what: str):
         return await in_transaction(self.engine, work, what=what, retry_budget_s=self.settings.db_retry_budget_s)
 
     # --- completions and promotions (JetStream) ------------------------------------------------
-    async def on_completions(self, batch: list[Incoming]) -> None:
-        completions = []
-        for incoming in batch:
-            try:
-                completions.append(wire.completion_from_wire(incoming.body))
-            except ValueError as exc:
-                self.num_rejected_completions += 1
-                await self.bus.reject(incoming.subject, "", ErrorCode.BAD_REQUEST, str(exc), incoming.envelope.type)
-        if not completions:
-            return
+    def _prepare_completion(self, incoming: Incoming) -> Completion:
+        """Runs as each delivery arrives (overlapping the current transaction); ValueError rejects."""
+        try:
+            return wire.completion_from_wire(incoming.body)
+        except ValueError:
+            self.num_rejected_completions += 1
+            raise
 
-        async def work(conn: AsyncConnection):
-            return await apply_completions(conn, completions)
+    async def _apply_loop(self) -> None:
+        """Take a batch in stream order, apply it in one transaction, publish updates, ack."""
+        while True:
+            batch = await self.puller.take()
+            if not batch:
+                return
+            updates = await self._apply_until_committed(batch)
+            if updates is None:  # stopping while the database was failing: hand the batch back
+                await self.puller.nak(batch)
+                return
+            t0 = time.perf_counter()
+            for update in updates:  # after commit: what engines and the router see is durable
+                self.num_applied_calls += len(update.applied_call_ids)
+                await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
+            await self.puller.ack(batch)
+            self.publish_s_total += time.perf_counter() - t0
 
+    async def _apply_until_committed(self, batch: list[Delivery]) -> list[ServiceUpdate] | None:
+        """A failed write is retried with backoff until it commits (never acked before, never dropped);
+        in-progress acks keep the server from redelivering the batch meanwhile."""
+        completions = [d.decoded for d in batch]
+        delay_s = 0.05
+        attempt = 1
         t0 = time.perf_counter()
-        updates = await self.transact(work, "apply_completions")
-        t1 = time.perf_counter()
-        for update in updates:  # after commit: what engines and the router see is durable
-            self.num_applied_calls += len(update.applied_call_ids)
-            await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
-        self.num_batches += 1
-        self.batch_events_total += len(batch)
-        self.db_s_total += t1 - t0
-        self.publish_s_total += time.perf_counter() - t1
+        while not self._stopping:
+            try:
+                async with self.engine.begin() as conn:
+                    updates = await apply_completions(conn, completions)
+            except Exception as exc:  # retried whatever it is: dropping completions would be worse
+                self.log.warning("completion_batch_retried", attempt=attempt, delay_s=delay_s,
+                                 num_events=len(batch), error=f"{type(exc).__name__}: {exc}")
+                await self.puller.in_progress(batch)
+                await asyncio.sleep(delay_s)
+                delay_s = min(2 * delay_s, MAX_RETRY_DELAY_S)
+                attempt += 1
+                continue
+            self.num_batches += 1
+            self.batch_events_total += len(batch)
+            self.db_s_total += time.perf_counter() - t0
+            return updates
+        return None
 
     async def on_promoted(self, incoming: Incoming) -> None:
         msg: m.ProgramPromoted = incoming.body

@@ -116,7 +116,8 @@ class Call(Base):
     __table_args__ = (Index("ix_calls_program_id", "program_id"),)
 
     call_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    program_id: Mapped[str] = mapped_column(ForeignKey("programs.id", ondelete="CASCADE"), nullable=False)
+    # no foreign key: written in the same transaction that creates the program (see migration 0001)
+    program_id: Mapped[str] = mapped_column(Text, nullable=False)
     thread_id: Mapped[str] = mapped_column(Text, nullable=False)
     state: Mapped[str] = mapped_column(String(16), nullable=False, server_default="completed")
     service_s: Mapped[float] = mapped_column(Float, nullable=False)

@@ -2,12 +2,13 @@
 
 Completions are applied set-based: one statement per step for the whole batch (arrays through
 `unnest`), whatever the batch size:
-1. create programs nobody opened (default tenant),
-2. insert the calls with ON CONFLICT DO NOTHING; RETURNING names the fresh ones (idempotency),
-3. lock the touched programs (sorted, FOR NO KEY UPDATE: does not conflict with the FK checks of
-   step 2, so two consumers cannot deadlock on one program),
-4. read the touched threads, 5. fold in Python with the core's ledger (`fold.py`),
-6. write programs and threads back.
+1. create the tenants and programs nobody opened, and insert the calls with ON CONFLICT DO NOTHING;
+   RETURNING names the fresh ones (idempotency by call id),
+2. lock the programs with fresh calls (sorted, FOR NO KEY UPDATE: two consumers serialise per
+   program and cannot deadlock),
+3. read the threads those calls need (a fresh snapshot, taken after the locks),
+4. fold in Python with the core's ledger (`fold.py`), 5. write programs and threads back.
+Five round trips with BEGIN and COMMIT, whatever the batch size.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.process_table.fold import Completion, ProgramRow, fold_completions, threads_needed
-from services.process_table.models import DEFAULT_TENANT_ID
 from services.process_table.views import ServiceUpdate
 from shared.core.program import ServiceAggregation
 
@@ -42,22 +42,16 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
     for c in batch:  # the first completion of a program names its tenant
         owners.setdefault(c.program_id, c.tenant_id)
     program_ids = sorted(owners)
-    tenants = sorted(set(owners.values()))
-    if tenants != [DEFAULT_TENANT_ID]:
-        await conn.execute(
-            text("""INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:ids AS text[])) AS t
-                    ON CONFLICT (id) DO NOTHING"""),
-            {"ids": tenants},
-        )
-    await conn.execute(
-        text("""INSERT INTO programs (id, tenant_id)
-                SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:tenants AS text[]))
-                ON CONFLICT (id) DO NOTHING"""),
-        {"ids": program_ids, "tenants": [owners[p] for p in program_ids]},
-    )
     ordered = sorted(batch, key=lambda c: c.call_id)  # a fixed lock order across consumers
     inserted = await conn.execute(
-        text("""INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens,
+        text("""WITH new_tenants AS (
+                    INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:tenants AS text[])) AS t
+                    ON CONFLICT (id) DO NOTHING),
+                new_programs AS (
+                    INSERT INTO programs (id, tenant_id)
+                    SELECT * FROM unnest(CAST(:program_ids AS text[]), CAST(:owners AS text[]))
+                    ON CONFLICT (id) DO NOTHING)
+                INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens,
                     output_tokens, prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s,
                     submitted_at, completed_at)
                 SELECT u.call_id, u.program_id, u.thread_id, u.service_s, u.wait_s, u.prompt_tokens,
@@ -73,6 +67,9 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
                 ON CONFLICT (call_id) DO NOTHING
                 RETURNING call_id"""),
         {
+            "tenants": sorted(set(owners.values())),
+            "program_ids": program_ids,
+            "owners": [owners[p] for p in program_ids],
             "call_id": [c.call_id for c in ordered],
             "program_id": [c.program_id for c in ordered],
             "thread_id": [c.thread_id for c in ordered],
@@ -112,8 +109,7 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
             thread_service_s={t: s for t, (s, _) in result.changed_threads.items()},
             applied_call_ids=[c.call_id for c in calls],
         ))
-    await _write_programs(conn, new_rows, engines)
-    await _write_threads(conn, thread_writes)
+    await _write_back(conn, new_rows, engines, thread_writes)
     return updates
 
 
@@ -144,33 +140,32 @@ async def _load_threads(conn: AsyncConnection, rows: dict[str, ProgramRow],
         rows[r.program_id].thread_service_s[r.thread_id] = r.service_s
 
 
-async def _write_programs(conn: AsyncConnection, rows: list[ProgramRow], engines: list[str | None]) -> None:
+async def _write_back(conn: AsyncConnection, rows: list[ProgramRow], engines: list[str | None],
+                      threads: list[tuple[str, str, str | None, float]]) -> None:
+    """Programs and threads in one statement (one round trip)."""
     await conn.execute(
-        text("""UPDATE programs p SET service_s = u.service_s, wait_s = u.wait_s,
-                    num_completed_calls = u.num_calls, last_active_at = now(),
-                    primary_engine = COALESCE(p.primary_engine, u.engine)
-                FROM unnest(CAST(:id AS text[]), CAST(:service_s AS float8[]), CAST(:wait_s AS float8[]),
-                    CAST(:num_calls AS int[]), CAST(:engine AS text[])) AS u(id, service_s, wait_s, num_calls, engine)
-                WHERE p.id = u.id"""),
+        text("""WITH updated AS (
+                    UPDATE programs p SET service_s = u.service_s, wait_s = u.wait_s,
+                        num_completed_calls = u.num_calls, last_active_at = now(),
+                        primary_engine = COALESCE(p.primary_engine, u.engine)
+                    FROM unnest(CAST(:id AS text[]), CAST(:service_s AS float8[]), CAST(:wait_s AS float8[]),
+                        CAST(:num_calls AS int[]), CAST(:engine AS text[]))
+                        AS u(id, service_s, wait_s, num_calls, engine)
+                    WHERE p.id = u.id)
+                INSERT INTO threads (program_id, thread_id, parent_thread_id, service_s)
+                SELECT * FROM unnest(CAST(:t_program AS text[]), CAST(:t_thread AS text[]),
+                    CAST(:t_parent AS text[]), CAST(:t_service AS float8[]))
+                ON CONFLICT (program_id, thread_id) DO UPDATE SET service_s = EXCLUDED.service_s,
+                    parent_thread_id = COALESCE(threads.parent_thread_id, EXCLUDED.parent_thread_id)"""),
         {
             "id": [r.program_id for r in rows],
             "service_s": [r.service_s for r in rows],
             "wait_s": [r.wait_s for r in rows],
             "num_calls": [r.num_completed_calls for r in rows],
             "engine": engines,
+            "t_program": [t[0] for t in threads],
+            "t_thread": [t[1] for t in threads],
+            "t_parent": [t[2] for t in threads],
+            "t_service": [t[3] for t in threads],
         },
-    )
-
-
-async def _write_threads(conn: AsyncConnection, writes: list[tuple[str, str, str | None, float]]) -> None:
-    if not writes:
-        return
-    await conn.execute(
-        text("""INSERT INTO threads (program_id, thread_id, parent_thread_id, service_s)
-                SELECT * FROM unnest(CAST(:p AS text[]), CAST(:t AS text[]), CAST(:parent AS text[]),
-                    CAST(:s AS float8[]))
-                ON CONFLICT (program_id, thread_id) DO UPDATE SET service_s = EXCLUDED.service_s,
-                    parent_thread_id = COALESCE(threads.parent_thread_id, EXCLUDED.parent_thread_id)"""),
-        {"p": [w[0] for w in writes], "t": [w[1] for w in writes], "parent": [w[2] for w in writes],
-         "s": [w[3] for w in writes]},
     )

@@ -102,6 +102,8 @@ class CallStream:
 def _engine_error(chunk: m.TokenChunk) -> ApiError:
     if chunk.error_code == ErrorCode.UNAVAILABLE.value:
         return unavailable(chunk.error_description or "engine unavailable")
+    if chunk.error_code == ErrorCode.BAD_REQUEST.value:  # e.g. prompt + max_tokens exceed the engine's KV
+        return ApiError(400, chunk.error_description, code="engine_rejected")
     return ApiError(500, chunk.error_description or chunk.error_code or "engine error", "server_error",
                     chunk.error_code)
 
