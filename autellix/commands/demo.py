@@ -22,10 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", default="atlas,fcfs", help="engine scheduling policies, in run order")
     p.add_argument("--workload", default="mixed")
     p.add_argument("--rate", type=float, default=1.0, help="program arrivals per second (Poisson)")
-    p.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals per policy")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals per policy")
     p.add_argument("--drain-timeout", type=float, default=90.0,
                    help="seconds after the last arrival to let programs finish (the rest count as unfinished)")
     p.add_argument("--engines", type=int, default=2)
+    p.add_argument("--max-num-seqs", type=int, default=8,
+                   help="running calls per engine step (vLLM max_num_seqs). Default 8: just above the mean "
+                        "concurrency the engines see unconstrained at the default rate (about 7 per engine), "
+                        "so calls queue in bursts without overloading the engines; 0 keeps the engine's 256")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
@@ -43,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--rate and --duration must be > 0 and --drain-timeout >= 0")
     if args.engines < 1:
         raise ValueError(f"--engines must be >= 1, got {args.engines}")
+    if args.max_num_seqs < 0:
+        raise ValueError(f"--max-num-seqs must be >= 0, got {args.max_num_seqs}")
     config = DemoConfig(policies=policies, workload=args.workload, rate=args.rate, duration_s=args.duration,
-                        drain_timeout_s=args.drain_timeout, engines=args.engines, port=args.port, seed=args.seed)
+                        drain_timeout_s=args.drain_timeout, engines=args.engines, port=args.port, seed=args.seed,
+                        max_num_seqs=args.max_num_seqs or None)
     t0 = time.perf_counter()
     result = asyncio.run(run_demo(config, progress=sys.stderr))
     result["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -16,11 +16,12 @@ class DemoConfig:
     policies: list[str]
     workload: str = "mixed"
     rate: float = 1.0
-    duration_s: float = 45.0
+    duration_s: float = 60.0
     drain_timeout_s: float = 90.0
     engines: int = 2
     port: int = 8000
     seed: int = 0
+    max_num_seqs: int | None = None  # per engine; None keeps the engine default
 
 
 async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
@@ -28,7 +29,8 @@ async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
     for policy in config.policies:
         if progress:
             progress.write(f"== {policy}: starting autellix up --engines {config.engines}\n")
-        stack = await asyncio.to_thread(start_stack, policy, config.engines, config.port)
+        stack = await asyncio.to_thread(start_stack, policy, config.engines, config.port,
+                                        max_num_seqs=config.max_num_seqs)
         sampler = RegimeSampler()
         try:
             if stack.nats_url:

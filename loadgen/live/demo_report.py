@@ -12,7 +12,8 @@ def _ms(x: float | None) -> str:
 def format_table(result: dict) -> str:
     cfg = result["config"]
     lines = [f"workload {cfg['workload']}, {cfg['rate']:g} programs/s for {cfg['duration_s']:g} s, "
-             f"{cfg['engines']} lite engines (real time), seed {cfg['seed']}",
+             f"{cfg['engines']} lite engines (real time, max_num_seqs {cfg.get('max_num_seqs') or 256}), "
+             f"seed {cfg['seed']}",
              f"{'policy':8s} {'done':>9s} {'programs/s':>11s} {'mean ms/tok':>12s} {'p95':>8s} {'p99':>8s} "
              f"{'run/eng':>8s} {'wait/eng':>9s} {'kv max':>7s}"]
     for name, pol in result["policies"].items():
