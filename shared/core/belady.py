@@ -79,6 +79,35 @@ class BlockTrace:
         return cls(int(data["capacity_blocks"]), accesses, calls)
 
 
+class BlockTraceRecorder:
+    """Builds a `BlockTrace` from engine events (the simulator or an engine calls it).
+
+    Events must come in non-decreasing time; each hook is O(blocks passed).
+    """
+
+    def __init__(self) -> None:
+        self._accesses: list[BlockAccess] = []
+        self._calls: dict[int, CallInfo] = {}
+
+    def call_admitted(self, now_s: float, call_id: int, session_id: str, prompt_blocks: Sequence[Hashable],
+                      obs_tokens: int = 0) -> None:
+        """A call entered the running batch with these prompt blocks (prefix order, cached or not)."""
+        self._calls[call_id] = CallInfo(session_id, obs_tokens=obs_tokens)
+        self._accesses.extend(BlockAccess(now_s, b, call_id) for b in prompt_blocks)
+
+    def block_filled(self, now_s: float, call_id: int, block_id: Hashable) -> None:
+        """Decode filled a new block of the call."""
+        self._accesses.append(BlockAccess(now_s, block_id, call_id))
+
+    def call_finished(self, call_id: int, n_ctx_tokens: int, next_tool: str | None = None,
+                      last_in_session: bool = False) -> None:
+        old = self._calls[call_id]
+        self._calls[call_id] = CallInfo(old.session_id, n_ctx_tokens, next_tool, old.obs_tokens, last_in_session)
+
+    def trace(self, capacity_blocks: int) -> BlockTrace:
+        return BlockTrace(capacity_blocks, tuple(self._accesses), dict(self._calls))
+
+
 @dataclass(frozen=True)
 class PolicyResult:
     policy: str

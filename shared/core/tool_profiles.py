@@ -102,7 +102,7 @@ class ToolPrediction:
 @dataclass(frozen=True)
 class ObserveResult:
     tool: str
-    idle_s: float  # the sample as used (after clamping)
+    idle_s: float  # the sample as used (after clamping); NaN: unusable, nothing was learned
     obs_tokens: float
     notes: tuple[str, ...]  # clamps applied
     evicted_class: str | None  # a class dropped to keep the table bounded

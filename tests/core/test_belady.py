@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from shared.core.belady import (
     BlockAccess,
     BlockTrace,
+    BlockTraceRecorder,
     CallInfo,
     compare_policies,
     competitive_ratio,
@@ -164,3 +165,18 @@ def test_replay_is_fast_on_a_long_trace():
             accesses.append(BlockAccess(c * 0.05 + k * 1e-3, (c % 50) * 100 + (c // 50 + k) % 40, c))
     report = compare_policies(BlockTrace(800, tuple(accesses), calls))
     assert report.belady.accesses == 60_000
+
+
+def test_recorder_builds_the_documented_trace():
+    rec = BlockTraceRecorder()
+    rec.call_admitted(0.0, 1, "s", [10, 11], obs_tokens=0)
+    rec.block_filled(0.5, 1, 12)
+    rec.call_finished(1, 48, "run_test")
+    rec.call_admitted(3.0, 2, "s", [10, 11, 12], obs_tokens=300)
+    rec.call_finished(2, 400, None, last_in_session=True)
+    trace = rec.trace(capacity_blocks=8)
+    assert [(a.time_s, a.block_id, a.call_id) for a in trace.accesses] == [
+        (0.0, 10, 1), (0.0, 11, 1), (0.5, 12, 1), (3.0, 10, 2), (3.0, 11, 2), (3.0, 12, 2)]
+    assert trace.calls[1] == CallInfo("s", 48, "run_test", 0, False)
+    assert trace.calls[2] == CallInfo("s", 400, None, 300, True)
+    assert compare_policies(trace).belady.misses == 3
