@@ -133,3 +133,13 @@ def test_fair_share_key_keeps_atlas_order_inside_a_tenant(calls):
     for rank in set(ranks):
         inside = [v for r, v in ordered if r == rank]
         assert [atlas.key(v) for v in inside] == sorted(atlas.key(v) for v in inside)
+
+
+@given(tasks_st, pos, pos)
+def test_tenant_afs_grows_as_deadlines_approach(tasks, t1, t2):
+    est = WorkEstimator()
+    early, late = sorted((t1, t2))
+    spec = TenantSpec("a", 1.0, 60.0)
+    mine = [t for t in tasks if t.tenant_id == "a"]
+    assert tenant_afs(mine, spec, late, est)[0] >= tenant_afs(mine, spec, early, est)[0]
+    assert tenant_afs(mine, spec, late, est)[2] >= tenant_afs(mine, spec, early, est)[2]  # overdue count
