@@ -4,6 +4,7 @@ with the history (earlier prompts and outputs) as its prompt prefix."""
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from shared.core.program import ServiceAggregation
@@ -32,7 +33,8 @@ def drive(engine: LiteEngine, directory: DictProgramDirectory, chains: list[Chai
           check=None) -> Result:
     res = Result()
     seq = 0
-    pending: list[tuple[float, Chain, int, tuple]] = [(c.arrival_s, c, 0, ()) for c in chains]
+    pending: list[tuple[float, str, Chain, int, tuple]] = [(c.arrival_s, c.program_id, c, 0, ()) for c in chains]
+    heapq.heapify(pending)
     now = 0.0
 
     def submit(chain: Chain, index: int, history: tuple, t: float) -> tuple:
@@ -50,9 +52,8 @@ def drive(engine: LiteEngine, directory: DictProgramDirectory, chains: list[Chai
 
     inflight: dict[str, tuple[Chain, int, tuple]] = {}
     for _ in range(max_steps):
-        pending.sort(key=lambda p: (p[0], p[1].program_id))
         while pending and pending[0][0] <= now:
-            t, chain, index, history = pending.pop(0)
+            t, _, chain, index, history = heapq.heappop(pending)
             cid = f"{chain.program_id}/c{index}"
             inflight[cid] = (chain, index, submit(chain, index, history, max(t, now)))
         if not engine.has_work():
@@ -72,7 +73,7 @@ def drive(engine: LiteEngine, directory: DictProgramDirectory, chains: list[Chai
                 aggregation, done.submit_epoch)
             chain, index, history = inflight.pop(done.call_id)
             if index + 1 < len(chain.calls):
-                pending.append((now, chain, index + 1, history))
+                heapq.heappush(pending, (now, chain.program_id, chain, index + 1, history))
             else:
                 res.program_finish_s[chain.program_id] = now
     else:
