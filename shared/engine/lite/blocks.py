@@ -21,8 +21,9 @@ _not_none = partial(is_not, None)
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, caching: bool) -> None:
+    def __init__(self, num_blocks: int, caching: bool, compact_slack: int = 4096) -> None:
         self.num_blocks = num_blocks
+        self.compact_slack = compact_slack  # stale LRU entries tolerated before a compaction
         self.caching = caching
         self.free_uncached = num_blocks
         self.refs: dict[int, int] = {}  # cached block hash -> holders (0: evictable)
@@ -126,7 +127,7 @@ class BlockPool:
                 self.evictable.update(zip(freed, repeat(bid)))
                 self._batches.append((bid, freed))
                 self._batch_entries += len(freed)
-                if self._batch_entries > 2 * len(self.evictable) + 4096:
+                if self._batch_entries > 2 * len(self.evictable) + self.compact_slack:
                     self._compact()
         held.clear()
 
