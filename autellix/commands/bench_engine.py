@@ -127,8 +127,14 @@ def _measure(loop: _Loop, steps: int, resubmit: bool) -> dict:
 
 def _decode(policy: SchedulingPolicy, preset: str, running: int, steps: int) -> dict:
     """Windows of decode-only steps: KV holds 64 x (512 + ~5,000) tokens, so the engine is rebuilt
-    (untimed) between windows until `steps` decode steps are measured."""
-    warmup, window = 20, min(steps, DECODE_WINDOW_STEPS)
+    (untimed) between windows until `steps` decode steps are measured. No call finishes or is
+    preempted inside a window."""
+    warmup = 20
+    kv_tokens = LiteEngine("probe", policy, DictProgramDirectory(), LiteEngineConfig(preset=preset)).num_blocks * 16
+    fit = kv_tokens // running - PROMPT_TOKENS - warmup - 64  # every call's whole context stays in KV
+    if fit < 100:
+        raise ValueError(f"{running} running calls of {PROMPT_TOKENS}-token prompts do not fit the KV cache")
+    window = min(steps, DECODE_WINDOW_STEPS, fit)
     measured, wall_s, cpu_s, running_sum, now = 0, 0.0, 0.0, 0.0, 0.0
     while measured < steps:
         n = min(window, steps - measured)
