@@ -13,6 +13,7 @@ retried publish inside the 2-minute duplicate window is stored once.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
@@ -118,12 +119,21 @@ class DurableConsumer:
         self.log = get_logger(durable=durable)
         self.num_acked = 0
         self.num_retried = 0
-        self._sub: JetStreamContext.PullSubscription | None = None
+        self._sub: Any = None
+        self._inbox = ""
+        self._buffer: list[Any] = []
+        self._arrived = asyncio.Event()
+        self._outstanding = 0  # messages the current pull request may still deliver
+        self._request_deadline = 0.0
         self._task: asyncio.Task | None = None
         self._stopping = False
 
+    async def info(self) -> api.ConsumerInfo:
+        return await self.bus.js.consumer_info(subjects.AUDIT_STREAM, self.durable)
+
     async def start(self) -> None:
         config = api.ConsumerConfig(
+            name=self.durable,
             durable_name=self.durable,
             ack_policy=api.AckPolicy.EXPLICIT,
             ack_wait=self.ack_wait_s,
@@ -132,13 +142,21 @@ class DurableConsumer:
             deliver_policy=api.DeliverPolicy.ALL,
             max_ack_pending=self.max_ack_pending,
         )
-        self._sub = await self.bus.js.pull_subscribe(self.filter_subject, durable=self.durable,
-                                                     stream=subjects.AUDIT_STREAM, config=config)
+        try:  # create, or update the limits of an existing one
+            await self.bus.js.add_consumer(subjects.AUDIT_STREAM, config)
+        except nats.js.errors.BadRequestError as exc:  # a field that cannot change: keep the old one
+            self.log.warning("consumer_config_kept", reason=str(exc))
+            await self.bus.js.consumer_info(subjects.AUDIT_STREAM, self.durable)
+        self._inbox = self.bus.nc.new_inbox()
+        self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_delivery,
+                                                pending_msgs_limit=4 * self.batch_size + 1024)
         self._task = asyncio.create_task(self._run(), name=f"consumer:{self.durable}")
 
     async def stop(self) -> None:
-        """Finish the batch in hand, then stop fetching (the durable consumer stays on the server)."""
+        """Finish the batch in hand, then stop pulling (the durable consumer stays on the server;
+        delivered but unprocessed messages come back to the next consumer after ack_wait_s)."""
         self._stopping = True
+        self._arrived.set()
         task, self._task = self._task, None
         if task is not None:
             await asyncio.wait({task}, timeout=self.fetch_timeout_s + 5.0)
@@ -152,23 +170,51 @@ class DurableConsumer:
                 pass
             self._sub = None
 
+    # Pulling: one pull request of `batch_size` at a time, answered by the server as messages
+    # become available; whatever has arrived is processed at once (so a lone message is handled
+    # within a round trip, and under load batches fill up). A new request goes out when the last
+    # one is used up or has ended (status 404/408/409), or after its expiry if the answer got lost
+    # (e.g. across a reconnect). Measured here: about 2x nats-py's fetch(), whose per-message
+    # wait_for tasks dominate.
+    async def _on_delivery(self, msg: Any) -> None:
+        status = msg.headers.get("Status") if msg.headers else None
+        if status is None:
+            self._buffer.append(msg)
+            self._outstanding -= 1
+        elif status != "100":  # 100 = idle heartbeat; anything else ends the request
+            self._outstanding = 0
+        self._arrived.set()
+
+    async def _pull(self) -> None:
+        request = {"batch": self.batch_size, "expires": int(self.fetch_timeout_s * 1e9)}
+        self._outstanding = self.batch_size
+        self._request_deadline = asyncio.get_running_loop().time() + self.fetch_timeout_s + 1.0
+        await self.bus.nc.publish(subjects.consumer_next(subjects.AUDIT_STREAM, self.durable),
+                                  json.dumps(request).encode(), reply=self._inbox)
+
     async def _run(self) -> None:
-        assert self._sub is not None
+        loop = asyncio.get_running_loop()
         while not self._stopping:
             try:
-                msgs = await self._sub.fetch(self.batch_size, timeout=self.fetch_timeout_s)
-            except nats.errors.TimeoutError:
-                continue
-            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+                if self._outstanding <= 0 or loop.time() > self._request_deadline:
+                    await self._pull()
+                if not self._buffer:
+                    self._arrived.clear()
+                    try:
+                        await asyncio.wait_for(self._arrived.wait(), timeout=self.fetch_timeout_s + 1.0)
+                    except TimeoutError:
+                        continue
+                if self._buffer and not self._stopping:
+                    msgs, self._buffer = self._buffer, []
+                    await self._process(msgs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # disconnected, server restarting: keep trying
                 if self._stopping:
                     return
+                self.log.warning("consumer_pull_failed", error=f"{type(exc).__name__}: {exc}")
+                self._outstanding = 0
                 await asyncio.sleep(self.retry_delay_s)
-                continue
-            except Exception as exc:  # disconnected, server restarting: keep trying
-                self.log.warning("consumer_fetch_failed", error=f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(self.retry_delay_s)
-                continue
-            await self._process(msgs)
 
     async def _process(self, msgs: list) -> None:
         accepted: list[tuple[Any, Incoming]] = []

@@ -139,5 +139,10 @@ def all_events() -> str:
     return f"{_events_root()}.>"
 
 
+def consumer_next(stream: str, durable: str) -> str:
+    """JetStream API: pull the next messages of a durable consumer."""
+    return f"$JS.API.CONSUMER.MSG.NEXT.{token(stream)}.{token(durable)}"
+
+
 def inbox_prefix() -> str:
     return f"_INBOX.{PREFIX}"

@@ -55,6 +55,7 @@ async def test_durable_consumer_redelivers_after_the_consumer_restarts(make_bus)
                                            types=(m.CallCompleted,), batch_size=10, ack_wait_s=1.0)
     await _wait_until(lambda: len(seen_first) == 5)
     consumer._task.cancel()  # the process is gone (no ack, no nak)
+    await asyncio.sleep(0)
     await first.close()
 
     # second incarnation, same durable: gets the 6 unacked ones (after ack_wait), none of the 4 acked
@@ -102,7 +103,7 @@ async def test_poison_message_is_terminated_and_failed_handler_is_retried(make_b
     await asyncio.sleep(0.1)
     codes = sorted(e.code for e in errors if e.subject == subject)
     assert codes == ["bad_request", "internal"]
-    info = await consumer._sub.consumer_info()
+    info = await consumer.info()
     assert info.num_pending == 0 and info.num_ack_pending == 0  # the poison message is gone for good
 
 
