@@ -131,7 +131,11 @@ class CompetitiveReport:
         return {"belady_misses": self.belady.misses, "accesses": self.belady.accesses,
                 "compulsory_misses": self.belady.compulsory_misses,
                 "policies": {p.policy: {"misses": p.misses, "forced_evictions": p.forced_evictions,
-                                        "competitive_ratio_vs_belady": self.ratio(p.policy)}
+                                        "competitive_ratio_vs_belady": self.ratio(p.policy),
+                                        # the same without the compulsory misses every policy pays
+                                        "capacity_miss_ratio_vs_belady": competitive_ratio(
+                                            p.misses - p.compulsory_misses,
+                                            self.belady.misses - self.belady.compulsory_misses)}
                              for p in self.policies}}
 
 

@@ -83,6 +83,8 @@ def test_belady_misses_no_more_than_any_policy(trace):
         assert report.belady.misses <= p.misses
     for p in report.policies:
         assert report.ratio(p.policy) >= 1.0
+    for row in report.to_dict()["policies"].values():
+        assert row["capacity_miss_ratio_vs_belady"] >= 1.0
 
 
 @given(traces())
