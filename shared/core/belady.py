@@ -12,9 +12,10 @@ Trace format (what a simulator or engine records; `BlockTrace.to_dict` gives the
   call: record every block of the call's context when it is admitted (cached or not), in prefix
   order, then each new block as decode fills it.
 - A call *references* its blocks from its first access to its last one (the running sequence in
-  vLLM's sense); at its first access it references every block of its prompt that is still cached
-  (the engine matches the whole prompt on admission: no clairvoyance). Prefix-cache LRU never
-  evicts a referenced block unless nothing else is left (a forced eviction, counted).
+  vLLM's sense); at its first access it references every block of its prompt (its accesses at
+  that same time) that is still cached: the engine matches the whole prompt on admission.
+  Prefix-cache LRU never evicts a referenced block unless nothing else is left (a forced
+  eviction, counted).
 - `calls` is only read by the workflow-aware policy: the session, the context length when the call
   ended, the tool the client declared for the pause after it (None: none), the tokens the preceding
   tool's observation added (learned online, as production would), and whether the session closed.
@@ -257,13 +258,15 @@ class _ReferencedCache:
 
 
 def _call_spans(trace: BlockTrace) -> tuple[dict[int, int], dict[int, list[Hashable]]]:
-    """Each call's last access index and its blocks in access order."""
+    """Each call's last access index and its prompt: the blocks accessed at its admission time."""
     last: dict[int, int] = {}
-    blocks: dict[int, list[Hashable]] = {}
+    first_s: dict[int, float] = {}
+    prompt: dict[int, list[Hashable]] = {}
     for i, a in enumerate(trace.accesses):
         last[a.call_id] = i
-        blocks.setdefault(a.call_id, []).append(a.block_id)
-    return last, blocks
+        if first_s.setdefault(a.call_id, a.time_s) == a.time_s:
+            prompt.setdefault(a.call_id, []).append(a.block_id)
+    return last, prompt
 
 
 def replay_prefix_lru(trace: BlockTrace) -> PolicyResult:
