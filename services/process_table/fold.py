@@ -16,7 +16,7 @@ from services.process_table.models import DEFAULT_TENANT_ID
 from shared.core.program import ProgramLedger, ServiceAggregation
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Completion:
     """One completed call as the process table needs it (decoded from the wire elsewhere)."""
 
@@ -38,7 +38,7 @@ class Completion:
 
     def __post_init__(self) -> None:
         ids = (self.call_id, self.program_id, self.thread_id, self.tenant_id, self.parent_thread_id or "x")
-        if not all(ids) or any("\x00" in i for i in ids):  # PostgreSQL text cannot hold NUL
+        if not all(ids) or "\x00" in "".join(ids):  # PostgreSQL text cannot hold NUL
             raise ValueError("call_id, program_id, thread_id and tenant must be non-empty, without NUL")
         if not (0 <= self.service_s < math.inf and 0 <= self.wait_s < math.inf):  # rejects NaN, inf
             raise ValueError(f"call {self.call_id}: service_s and wait_s must be >= 0, "
