@@ -24,7 +24,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from shared.core.program import ServiceAggregation
+
 DEFAULT_TENANT_ID = "default"
+# a program first seen in a completion (nobody opened it here) gets this; it is the column default
+AUTO_CREATED_AGGREGATION = ServiceAggregation.CRITICAL_PATH
 
 # Deterministic constraint names so migrations can drop what they created.
 NAMING_CONVENTION = {
@@ -82,7 +86,8 @@ class Program(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), nullable=False)
     name: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     workload_class: Mapped[str] = mapped_column(String(64), nullable=False, server_default="")
-    aggregation: Mapped[str] = mapped_column(String(16), nullable=False, server_default="critical_path")
+    aggregation: Mapped[str] = mapped_column(String(16), nullable=False,
+                                             server_default=AUTO_CREATED_AGGREGATION.value)
     state: Mapped[str] = mapped_column(String(16), nullable=False, server_default="open")
     close_reason: Mapped[str | None] = mapped_column(String(32))
     service_s: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")

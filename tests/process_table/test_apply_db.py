@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from services.process_table import sessions
 from services.process_table.db import create_engine
 from services.process_table.fold import Completion
-from services.process_table.repository import apply_completions
+from services.process_table.repository import StaleProgramState, apply_completions
 from shared.core.program import ServiceAggregation
 from tests.process_table.sequences import (
     Promotion,
@@ -113,3 +114,40 @@ async def test_promotion_resets_and_invalidates_stale_bases(engine) -> None:
                                                   thread_service_at_submit_s=4.0)])
         view = await sessions.lookup(conn, "p")
     assert view.service_s == 1.0 and view.thread_service_s == {"main": 1.0}
+
+
+async def test_concurrent_writers_never_lose_or_double_count(engine) -> None:
+    """Two appliers (two instances) race on the same programs; optimistic version checks make the
+    loser retry, so the order-independent totals equal the core's."""
+    rng = random.Random(11)
+    aggregation = {"race-sum": ServiceAggregation.SUM, "race-cp": ServiceAggregation.CRITICAL_PATH}
+    async with engine.begin() as conn:
+        for program_id, agg in aggregation.items():
+            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    events = [Completion(call_id=f"{p}-{i}", program_id=p, thread_id=f"t{i % 3}", service_s=rng.uniform(0, 2),
+                         wait_s=rng.uniform(0, 1), thread_service_at_submit_s=rng.uniform(0, 5))
+              for p in aggregation for i in range(120)]
+    stream = shuffled_with_duplicates(rng, events, dup_fraction=0.5)
+    halves = [stream[0::2], stream[1::2]]
+    conflicts = 0
+
+    async def writer(part: list[Completion]) -> None:
+        nonlocal conflicts
+        for i in range(0, len(part), 7):
+            while True:
+                try:
+                    async with engine.begin() as conn:
+                        await apply_completions(conn, part[i:i + 7])
+                    break
+                except StaleProgramState:
+                    conflicts += 1
+
+    await asyncio.gather(writer(halves[0]), writer(halves[1]))
+    expected = reference_fold(stream, aggregation)
+    async with engine.connect() as conn:
+        for program_id, ledger in expected.items():
+            view = await sessions.lookup(conn, program_id)
+            assert view.num_completed_calls == 120
+            assert view.service_s == pytest.approx(ledger.service_s, abs=1e-9)
+            assert view.wait_s == pytest.approx(ledger.wait_s, abs=1e-9)
+            assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)
