@@ -26,10 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--drain-timeout", type=float, default=90.0,
                    help="seconds after the last arrival to let programs finish (the rest count as unfinished)")
     p.add_argument("--engines", type=int, default=2)
-    p.add_argument("--max-num-seqs", type=int, default=8,
-                   help="running calls per engine step (vLLM max_num_seqs). Default 8: just above the mean "
-                        "concurrency the engines see unconstrained at the default rate (about 7 per engine), "
-                        "so calls queue in bursts without overloading the engines; 0 keeps the engine's 256")
+    p.add_argument("--max-num-seqs", type=int, default=16,
+                   help="running calls per engine step (vLLM max_num_seqs). Default 16: the power of two just "
+                        "above the mean concurrency measured with no cap at the default rate and duration "
+                        "(14.3-15.0 calls per engine, docs/results/demo_uncapped_results.json), so calls queue "
+                        "in bursts; with no cap nothing queues and every policy ties. 0 keeps the engine's 256")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)

@@ -42,14 +42,16 @@ def plot_demo(result: dict, path: Path) -> None:
     p99 = [(p["p99_norm_latency_s"] or 0) * 1e3 for p in points]
     axes[0].bar([x - width / 2 for x in xs], mean, width, label="mean")
     axes[0].bar([x + width / 2 for x in xs], p99, width, label="p99")
-    axes[0].set_xticks(list(xs), names)
+    labels = [f"{n}\n{p['completed_programs']}/{p['num_programs']} done" for n, p in zip(names, points, strict=True)]
+    axes[0].set_xticks(list(xs), labels)
     axes[0].set_ylabel("normalized latency (ms/token)")
     axes[0].legend()
     axes[1].bar(list(xs), [p["completed_per_s"] or 0 for p in points], 0.5, color="tab:green")
-    axes[1].set_xticks(list(xs), names)
+    axes[1].set_xticks(list(xs), labels)
     axes[1].set_ylabel("completed programs/s")
     cfg = result["config"]
-    fig.suptitle(f"live stack: {cfg['workload']} at {cfg['rate']:g} programs/s, {cfg['engines']} engines")
+    fig.suptitle(f"live stack: {cfg['workload']} at {cfg['rate']:g} programs/s for {cfg['duration_s']:g} s, "
+                 f"{cfg['engines']} engines, max_num_seqs {cfg.get('max_num_seqs') or 256}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

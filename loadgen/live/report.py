@@ -8,6 +8,7 @@ writes the same shape, so the two compare side by side (`compare_points`).
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from loadgen.live.driver import LiveProgramRecord
 
@@ -64,6 +65,8 @@ def point_summary(rate: float, records: list[LiveProgramRecord], wall_s: float) 
         "span_s": span_s,
         "wall_s": round(wall_s, 2),
         "mean_norm_latency_by_workload_s": {w: sum(v) / len(v) for w, v in sorted(by_workload.items())},
+        "completed_by_workload": {w: f"{len(by_workload.get(w, []))}/{n}" for w, n in sorted(
+            Counter(r.workload for r in records).items())},
         "errors": errors[:10],
     }
 

@@ -23,6 +23,7 @@ class LiveCall:
     tokens_pending: int = 0  # produced, held back to coalesce chunks
     last_chunk_s: float = 0.0  # engine clock of the last chunk sent
     started: bool = False
+    requeued: bool = False  # preempted and waiting again (until its next token)
 
     @property
     def call_id(self) -> str:

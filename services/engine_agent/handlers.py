@@ -19,6 +19,8 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
+COMPLETION_PUBLISH_ATTEMPTS = 8  # about 25 s of retries with backoff
+
 
 class EngineAgent:
     def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
@@ -78,6 +80,10 @@ class EngineAgent:
                 call_id=call.call_id, index=live.take_index(), done=True, finish_reason="error",
                 error_code=ErrorCode.BAD_REQUEST.value, error_description=str(exc))))
 
+    async def drain(self, timeout_s: float) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -91,6 +97,7 @@ class EngineAgent:
             if live is None or call_id in finished:
                 continue
             live.tokens_pending += num_tokens
+            live.requeued = False
             if not live.started:
                 live.started = True
                 await self._started(live, end_s)
@@ -106,6 +113,7 @@ class EngineAgent:
         for call_id in report.preempted:
             live = self.calls.get(call_id)
             if live is not None:
+                live.requeued = True
                 await self.bus.publish_event_nowait(m.CallPreempted(
                     call_id=call_id, program_id=live.route.program_id, engine_id=self.engine_id,
                     reason="policy or kv"))
@@ -131,14 +139,27 @@ class EngineAgent:
             call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
             finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens))
-        await self.bus.publish_event_nowait(m.CallCompleted(
+        self._spawn(self._publish_completion(m.CallCompleted(
             call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
             parent_thread_id=route.parent_thread_id, tenant=route.tenant, engine_id=self.engine_id,
             service_s=done.service_s, wait_s=done.wait_s, preemptions=done.preemptions,
             prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
             thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
-            finish_reason="length", completed_at_ns=time.time_ns()))
+            finish_reason="length", completed_at_ns=time.time_ns())))
+
+    async def _publish_completion(self, event: m.CallCompleted) -> None:
+        """A completion is data (the process table's ledger): wait for JetStream's ack, retry on
+        failure; the process table is idempotent by call id, so a retry never counts twice."""
+        for attempt in range(1, COMPLETION_PUBLISH_ATTEMPTS + 1):
+            try:
+                await self.bus.publish_event(event)
+                return
+            except Exception as exc:  # timeout, disconnected: the bus reconnects, so try again
+                if attempt == COMPLETION_PUBLISH_ATTEMPTS:
+                    self.log.error("completion_publish_failed", call_id=event.call_id, error=repr(exc))
+                    return
+                await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
 
     # --- periodic state ------------------------------------------------------------------------
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
@@ -152,19 +173,19 @@ class EngineAgent:
             load=float(self.stepper.engine.load()), interval_s=interval_s, started_at_ns=self.started_at_ns)
 
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
-        """Calls held here that have not produced a token yet are the waiting ones the controller
-        can judge for starvation (a preempted call that already streamed is not listed)."""
+        """The waiting calls the controller judges for starvation: those without a token yet and
+        those preempted since their last token (their wait counts from submission: an upper bound)."""
         now_s = self.stepper.now_s()
         waiting = []
         for live in self.calls.values():
-            if live.started:
+            if live.started and not live.requeued:
                 continue
             led = self.directory.ledger(live.route.program_id)
             waiting.append(m.WaitingCall(
                 call_id=live.call_id, program_id=live.route.program_id, thread_id=live.route.thread_id,
                 wait_s=max(now_s - live.submitted_s, 0.0),
                 level=self.policy.mlfq.level_for(led.service_s) if self.policy.program_aware else 0))
-        running = [c for c, live in self.calls.items() if live.started]
+        running = [c for c, live in self.calls.items() if live.started and not live.requeued]
         return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,
                                      running_call_ids=running)
 

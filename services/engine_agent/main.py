@@ -34,6 +34,7 @@ class RunningAgent:
         for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.agent.drain(timeout_s=5.0)  # completions already made still reach JetStream
         await self.bus.close()
 
 

@@ -17,6 +17,15 @@ from services.session_api.settings import SessionApiSettings
 from shared.logging import configure_logging, get_logger
 
 DEV_TENANT = "dev"
+API_DESCRIPTION = """Program-aware LLM serving: an OpenAI-compatible API where a *session* is an agent
+program whose calls are scheduled together (PLAS/ATLAS).
+
+- Send the session as header `X-Session-Id` (forks: `X-Thread-Id`, `X-Parent-Thread-Id`) or body
+  field `session_id`; a call without one is a one-call program.
+- Tokens are estimated as ceil(characters / 4) per message; the engines are modeled, so response
+  text is filler of exactly `max_tokens` tokens by the same estimate.
+- Errors use OpenAI's shape: `{"error": {"message", "type", "code", "param"}}`.
+"""
 
 
 def load_keys(settings: SessionApiSettings) -> KeyStore:
@@ -39,8 +48,7 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
         finally:
             await app.state.gateway.close()
 
-    app = FastAPI(title="Autellix", version="0.1.0", lifespan=lifespan,
-                  description="Program-aware LLM serving: OpenAI-compatible API with sessions (programs).")
+    app = FastAPI(title="Autellix", version="0.1.0", lifespan=lifespan, description=API_DESCRIPTION)
     app.state.settings = settings
     app.state.keys = keys or load_keys(settings)
     install_error_handlers(app)
