@@ -11,7 +11,7 @@ that attained service, so a new call inherits its program's level and is demoted
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,19 +35,21 @@ class SchedulerSettings:
     preemption_interval_steps: int = 4
     max_preemptions_per_decision: int = 8
     starvation_check_interval_s: float = 0.25
+    key_refresh_interval_s: float = 0.05  # program ledgers re-read at most this often (as lite)
 
     def __post_init__(self) -> None:
         if self.preemption_interval_steps < 1 or self.max_preemptions_per_decision < 1:
             raise ValueError("preemption_interval_steps and max_preemptions_per_decision must be >= 1")
-        if self.starvation_check_interval_s < 0:
-            raise ValueError("starvation_check_interval_s must be >= 0")
+        if self.starvation_check_interval_s < 0 or self.key_refresh_interval_s < 0:
+            raise ValueError("starvation_check_interval_s and key_refresh_interval_s must be >= 0")
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any] | None) -> SchedulerSettings:
         """From `additional_config["autellix"]`: policy, num_levels, base_quantum_s, beta, ..."""
         raw = dict(raw or {})
         known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap",
-                 "preemption_interval_steps", "max_preemptions_per_decision", "starvation_check_interval_s"}
+                 "preemption_interval_steps", "max_preemptions_per_decision", "starvation_check_interval_s",
+                 "key_refresh_interval_s"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown autellix scheduler settings {unknown}; known: {sorted(known)}")
@@ -60,7 +62,8 @@ class SchedulerSettings:
                                       min_service_s=float(raw.get("min_service_s", 1.0)))
         return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)),
                    int(raw.get("preemption_interval_steps", 4)), int(raw.get("max_preemptions_per_decision", 8)),
-                   float(raw.get("starvation_check_interval_s", 0.25)))
+                   float(raw.get("starvation_check_interval_s", 0.25)),
+                   float(raw.get("key_refresh_interval_s", 0.05)))
 
     def to_config(self) -> dict[str, Any]:
         """The `additional_config["autellix"]` dict that reproduces these settings."""
@@ -69,7 +72,8 @@ class SchedulerSettings:
                 "growth": m.growth, "beta": self.starvation.beta, "min_service_s": self.starvation.min_service_s,
                 "min_class_gap": self.min_class_gap, "preemption_interval_steps": self.preemption_interval_steps,
                 "max_preemptions_per_decision": self.max_preemptions_per_decision,
-                "starvation_check_interval_s": self.starvation_check_interval_s}
+                "starvation_check_interval_s": self.starvation_check_interval_s,
+                "key_refresh_interval_s": self.key_refresh_interval_s}
 
 
 @dataclass(slots=True, eq=False)
@@ -131,6 +135,8 @@ class ProgramScheduleState:
         self._program_seen: dict[str, tuple[float, int, int]] = {}  # (S_p, epoch, completed calls)
         self._next_seq = 0
         self._next_starvation_check_s = float("-inf")
+        self._next_key_refresh_s = float("-inf")
+        self._dirty: set[str] = set()  # programs to re-read at the next refresh
 
     # --- admission and removal ---------------------------------------------------------------
     def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
@@ -155,6 +161,7 @@ class ProgramScheduleState:
     def remove(self, call_id: str) -> CallState | None:
         call = self.calls.pop(call_id, None)
         if call is not None:
+            self._dirty.add(call.program_id)
             ids = self._by_program.get(call.program_id)
             if ids is not None:
                 ids.discard(call_id)
@@ -220,15 +227,19 @@ class ProgramScheduleState:
             call.waiting_since_s = now_s
         call.running = False
 
-    def refresh(self, now_s: float, waiting: Iterable[CallState]) -> RefreshResult:
-        """Before a scheduling step: apply program-service updates and promotions to every call."""
+    def refresh(self, now_s: float, waiting: Callable[[], Iterable[CallState]]) -> RefreshResult:
+        """Before a scheduling step: apply promotions and program-service updates to every call.
+
+        Program ledgers are re-read every `key_refresh_interval_s` (as the lite engine does), and at
+        once for programs promoted here or whose calls just finished here (the driver folds a
+        completion into the ledger right after the step that finished it)."""
         result = RefreshResult()
         # 1. anti-starvation: a waiting call whose program waited beta times its service
         cfg = self.settings.starvation
         if (cfg.beta is not None and (self.policy.program_aware or self.policy.name is PolicyName.MLFQ)
                 and now_s >= self._next_starvation_check_s):
             self._next_starvation_check_s = now_s + self.settings.starvation_check_interval_s
-            for call in waiting:
+            for call in waiting():
                 if call.program_id in result.promoted_programs:
                     continue
                 ledger = self.directory.ledger(call.program_id)
@@ -236,16 +247,23 @@ class ProgramScheduleState:
                                   call.current_wait_s(now_s) - call.wait_at_epoch_s, call.attained_s):
                     self.directory.promote(call.program_id)
                     result.promoted_programs.append(call.program_id)
+                    self._dirty.add(call.program_id)
         # 2. program-service changes (completions folded in by the process table, promotions)
+        if now_s >= self._next_key_refresh_s:
+            self._next_key_refresh_s = now_s + self.settings.key_refresh_interval_s
+            programs: Iterable[str] = list(self._by_program)
+        else:
+            programs = [p for p in self._dirty if p in self._by_program]
+        self._dirty.clear()
         # (S_p, epoch, completed calls) changes with every ledger transition (complete_call, promote)
         ledger_of, seen_before = self.directory.ledger, self._program_seen
-        for program_id, call_ids in self._by_program.items():
+        for program_id in programs:
             ledger = ledger_of(program_id)
             seen = (ledger.service_s, ledger.epoch, len(ledger.completed_call_ids))
             if seen_before.get(program_id) == seen:
                 continue
             seen_before[program_id] = seen
-            for cid in call_ids:
+            for cid in self._by_program[program_id]:
                 call = self.calls[cid]
                 if call.epoch != ledger.epoch:  # promoted: own service and wait count from now
                     call.epoch = ledger.epoch

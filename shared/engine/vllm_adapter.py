@@ -171,8 +171,9 @@ class _CallTracking:
         return int(head)
 
     def add_request(self, request: Request) -> None:
-        if request.request_id in self.program_state.calls or request.request_id in self.requests:
-            raise ValueError(f"duplicate request id {request.request_id!r}")
+        if request.request_id in self.requests:  # vLLM's own streaming-input continuation
+            super().add_request(request)
+            return
         sp = request.sampling_params
         meta = parse_program_meta(sp.extra_args if sp is not None else None, request.request_id)
         call = self.program_state.admit(request.request_id, meta, request.arrival_time,
@@ -316,8 +317,8 @@ class _ProgramAware(_CallTracking):
 
     def _before_schedule(self, now_s: float) -> None:
         state, calls = self.program_state, self.program_state.calls
-        waiting_calls = [calls[r.request_id] for r in self.waiting.unordered() if r.request_id in calls]
-        result = state.refresh(now_s, waiting_calls)
+        result = state.refresh(now_s, lambda: [calls[r.request_id] for r in self.waiting.unordered()
+                                               if r.request_id in calls])
         for call in result.requeue + result.reprioritized:
             self._apply_key(call)
         self.promoted_programs.extend(result.promoted_programs)
