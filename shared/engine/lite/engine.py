@@ -79,16 +79,17 @@ class LiteEngine:
     def submit(self, call: EngineCall, now_s: float) -> None:
         if call.call_id in self.seqs:
             raise ValueError(f"call {call.call_id} is already in engine {self.engine_id}")
-        if call.max_output_tokens < 1 or call.prompt_tokens < 1:
+        prompt_tokens = call.prompt_tokens  # a sum over segments: computed once
+        if call.max_output_tokens < 1 or prompt_tokens < 1:
             raise ValueError(f"call {call.call_id} needs >= 1 prompt and output token")
-        need = -(-(call.prompt_tokens + call.max_output_tokens) // self.block_size)
+        need = -(-(prompt_tokens + call.max_output_tokens) // self.block_size)
         if need > self.num_blocks:
             raise ValueError(f"call {call.call_id} needs {need} KV blocks; engine holds {self.num_blocks}")
         self._now = now_s
         led = self.programs.ledger(call.program_id)
         chain = (self._memo.chain_for(call.prompt_segments) if self.pool.caching
                  else HashChain(self.block_size))
-        seq = Seq(call, chain, now_s, led.thread_service(call.thread_id), led.epoch)
+        seq = Seq(call, chain, now_s, led.thread_service(call.thread_id), led.epoch, prompt_tokens)
         self.seqs[seq.call_id] = seq
         self._live_work += seq.prompt_tokens + seq.max_out
         self.stats["prompt_tokens"] += seq.prompt_tokens

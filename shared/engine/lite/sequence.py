@@ -29,13 +29,13 @@ class Seq:
     )
 
     def __init__(self, call: EngineCall, chain: HashChain, now_s: float, thread_service_s: float,
-                 epoch: int) -> None:
+                 epoch: int, prompt_tokens: int) -> None:
         self.call = call
         self.call_id = call.call_id
         self.program_id = call.program_id
         self.thread_id = call.thread_id
         self.order = call.seq
-        self.prompt_tokens = call.prompt_tokens
+        self.prompt_tokens = prompt_tokens
         self.max_out = call.max_output_tokens
         self.out_segment = output_segment_id(call.call_id)
         self.chain = chain  # block hashes of the prompt, extended with output tokens on demand
