@@ -8,14 +8,22 @@ import math
 import sys
 from pathlib import Path
 
-from loadgen.sim.engines import BATCHING_MODES, DEFAULT_BETA, ENGINE_KINDS, PREEMPTION_MODES, EngineOptions
+from loadgen.sim.engines import (
+    BATCHING_MODES,
+    DEFAULT_BETA,
+    ENGINE_KINDS,
+    PREEMPTION_MODES,
+    EngineOptions,
+    check_available,
+)
 from loadgen.sim.experiment import ExperimentConfig
 from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 
-QUICK_PROGRAMS = 60
+QUICK_PROGRAMS = 40
+QUICK_MAX_PROGRAMS = 120  # quick points are not grown to their steady-state size (marked undersized)
 DEFAULT_PROGRAMS = 200
 
 
@@ -44,9 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
     p.add_argument("--programs", type=int, default=None,
                    help=f"programs per point (default {DEFAULT_PROGRAMS}; {QUICK_PROGRAMS} with --quick)")
-    p.add_argument("--bisect-steps", type=int, default=None, help="bisections of the bracket (default 3; 1 quick)")
+    p.add_argument("--bisect-steps", type=int, default=None, help="bisections of the bracket (default 3; 0 quick)")
+    p.add_argument("--max-programs", type=int, default=None,
+                   help=f"cap on programs per point (default 4000; {QUICK_MAX_PROGRAMS} with --quick)")
     p.add_argument("--no-doubling-check", action="store_true", help="skip the 2x-programs check")
-    p.add_argument("--quick", action="store_true", help="fewer programs and bisections (a smoke run)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: few programs, no bisection, no doubling check (not for headline numbers)")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--plot", dest="plot_path")
     p.add_argument("--quiet", action="store_true")
@@ -89,7 +100,11 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         raise ValueError(f"--programs must be at least 2, got {num_programs}")
     engine = EngineOptions(kind=args.engine, preset=args.preset.strip().lower(), batching=args.batching,
                            prefix_cache=args.prefix_cache, preemption=args.preemption, beta=_beta(args.beta))
-    bisect = args.bisect_steps if args.bisect_steps is not None else (1 if args.quick else 3)
+    check_available(engine)
+    bisect = args.bisect_steps if args.bisect_steps is not None else (0 if args.quick else 3)
+    max_programs = args.max_programs or (QUICK_MAX_PROGRAMS if args.quick else 4000)
+    if max_programs < num_programs:
+        raise ValueError(f"--max-programs ({max_programs}) must be >= --programs ({num_programs})")
     if bisect < 0:
         raise ValueError(f"--bisect-steps must be >= 0, got {bisect}")
     return ExperimentConfig(
@@ -99,8 +114,8 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         rates=tuple(sorted(_positive_floats(args.rates, "rates"))) if args.rates else None,
         slo_s=_positive_floats(args.slo, "SLO") if args.slo else None,
         slo_multiples=_positive_floats(args.slo_multiple, "SLO multiples"),
-        bisect_steps=bisect, check_doubling=not args.no_doubling_check,
-        unloaded_programs=10 if args.quick else 30,
+        bisect_steps=bisect, check_doubling=not (args.no_doubling_check or args.quick),
+        unloaded_programs=5 if args.quick else 30, max_programs=max_programs,
     )
 
 

@@ -47,6 +47,35 @@ class EngineOptions:
         return asdict(self)
 
 
+def check_available(options: EngineOptions) -> None:
+    """Fail early, with a clear message, when the chosen engine cannot be built here."""
+    if options.kind != "emulated":
+        return
+    if options.preemption != "recompute":
+        raise ValueError("the emulated engine (vLLM's scheduler) preempts by recompute only; "
+                         "use --preemption recompute or --engine lite")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise ValueError("--engine emulated needs vLLM 0.33.0 (pip install -e '.[vllm]'); "
+                         "use --engine lite without it") from None
+
+
 def build_engines(options: EngineOptions, policy: SchedulingPolicy, directory: DictProgramDirectory,
                   num_engines: int) -> list[Engine]:
-    raise NotImplementedError("lite engine not wired yet")
+    """Engines e0..e{N-1}, all reading and promoting through the one shared process table."""
+    starvation = StarvationConfig(beta=options.beta)
+    ids = [f"e{i}" for i in range(num_engines)]
+    if options.kind == "lite":
+        from shared.engine.lite import LiteEngine, LiteEngineConfig
+
+        cfg = LiteEngineConfig(preset=options.preset, mode=options.batching,
+                               prefix_caching=options.prefix_cache, preemption=options.preemption,
+                               starvation=starvation)
+        return [LiteEngine(eid, policy, directory, cfg) for eid in ids]
+    check_available(options)
+    from shared.engine.vllm_emulated import EmulatedVllmEngine
+
+    return [EmulatedVllmEngine(eid, policy, directory, preset=options.preset, starvation=starvation,
+                               chunked_prefill=options.batching == "v1", prefix_caching=options.prefix_cache)
+            for eid in ids]

@@ -8,6 +8,7 @@ multiples (5x and 10x by default) are reported so no ratio hinges on one pick.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,11 @@ class ExperimentConfig:
     bisect_steps: int = 3
     check_doubling: bool = True
     unloaded_programs: int = 30
+    # programs per point: at least num_programs, and at least `little_factor` x the mean number of
+    # programs in the system (Little: rate x mean response), so the steady-state window starts a
+    # few response times in; never more than max_programs (then the point is marked undersized)
+    little_factor: float = 6.0
+    max_programs: int = 4000
     # virtual-time cap after the last arrival: max(arrival span, this many unloaded programs' time)
     cap_unloaded_durations: float = 50.0
     stability: StabilityRule = field(default_factory=StabilityRule)
@@ -67,14 +73,14 @@ class Experiment:
         return self._programs[n]
 
     def _simulate(self, variant: PolicyVariant, programs: list[ProgramSpec], arrivals: list[float],
-                  cap_s: float, engine: EngineOptions | None = None):
+                  cap_s: float, engine: EngineOptions | None = None, max_in_system: int | None = None):
         cfg = self.config
         policy = SchedulingPolicy(variant.policy)
         directory = DictProgramDirectory()
         options = (engine or cfg.engine).for_variant(variant)
         engines = build_engines(options, policy, directory, cfg.num_engines)
         sim_cfg = SimConfig(policy, cfg.router, cfg.locality_threshold_tokens, cap_s,
-                            self._oracle if variant.policy is PolicyName.SRPT else None)
+                            self._oracle if variant.policy is PolicyName.SRPT else None, max_in_system)
         return Simulation(programs, arrivals, engines, directory, sim_cfg).run()
 
     def measure_unloaded(self) -> dict:
@@ -102,27 +108,62 @@ class Experiment:
         base = self.measure_unloaded()["mean_norm_latency_s"]
         return [{"label": f"{m:g}x", "multiple": m, "slo_s": m * base} for m in self.config.slo_multiples]
 
-    def point(self, variant: PolicyVariant, rate: float, n: int) -> dict:
-        key = (variant.name, round(rate, 12), n)
-        if key in self._points:
-            return self._points[key]
+    def _run_sized(self, variant: PolicyVariant, rate: float, n: int) -> dict:
         cfg = self.config
         arrivals = poisson_arrivals(rate, n, cfg.seed)
         span = arrivals[-1] - arrivals[0] if n > 1 else 0.0
         cap = arrivals[-1] + max(span, cfg.cap_unloaded_durations * self.measure_unloaded()["mean_response_s"])
         t0 = time.perf_counter()
-        out = self._simulate(variant, self.programs(n), arrivals, cap)
+        # a run sized for its steady state holds about n / little_factor programs at once
+        limit = max(n // 2, 50)
+        out = self._simulate(variant, self.programs(n), arrivals, cap, max_in_system=limit)
         summary = out.summary()
         stable, reason = judge(summary, cfg.stability)
-        p = {"rate": rate, "num_programs": n, "stable": stable, "stability": reason, **summary,
-             "wall_s": round(time.perf_counter() - t0, 3)}
+        return {"rate": rate, "num_programs": n, "stable": stable, "stability": reason, **summary,
+                "wall_s": round(time.perf_counter() - t0, 3)}
+
+    def point(self, variant: PolicyVariant, rate: float, n: int) -> dict:
+        """A point with at least n programs, grown until the run is long enough (Little's law).
+
+        `n` is num_programs x scale (scale 2: the doubling check); the grown size is scaled too.
+        """
+        cfg = self.config
+        scale = max(1, round(n / cfg.num_programs))
+        key = (variant.name, round(rate, 12), scale)
+        if key in self._points:
+            return self._points[key]
+        wall = 0.0
+        prev_in_system = None
+        while True:
+            p = self._run_sized(variant, rate, n)
+            wall += p["wall_s"]
+            in_system = rate * p["mean_response_s"] if p["completed_programs"] else math.inf
+            need = math.ceil(cfg.little_factor * in_system) * scale
+            # a cold start only biases latency low: a point already over every SLO stays bad
+            over = p["completed_programs"] > 0 and p["mean_norm_latency_s"] > self._max_slo_s()
+            # past saturation the backlog grows with the run: a longer run only grows it more
+            growing = prev_in_system is not None and in_system > 2 * prev_in_system
+            if n >= need or over or growing or n >= cfg.max_programs * scale:
+                break
+            prev_in_system = in_system
+            n = min(max(need, 2 * n), cfg.max_programs * scale)
+        if growing and p["stable"]:
+            p["stable"], p["stability"] = False, "backlog grows with run length"
+        p["programs_in_system"] = in_system
+        p["undersized"] = n < need and not over and not growing
+        p["wall_s"] = round(wall, 3)
         self._points[key] = p
         self._progress(f"{cfg.workload} {variant.name} rate={rate:.4g} n={n}: "
-                       f"mean={p['mean_norm_latency_s'] * 1e3:.2f} ms/tok {reason} ({p['wall_s']:.1f}s)")
+                       f"mean={p['mean_norm_latency_s'] * 1e3:.2f} ms/tok L={in_system:.1f} {p['stability']} "
+                       f"({wall:.1f}s)")
         return p
 
+    def _max_slo_s(self) -> float:
+        return max(s["slo_s"] for s in self.slos())
+
     def points_of(self, variant: PolicyVariant, n: int) -> list[dict]:
-        return sorted((p for (name, _, m), p in self._points.items() if name == variant.name and m == n),
+        scale = max(1, round(n / self.config.num_programs))
+        return sorted((p for (name, _, sc), p in self._points.items() if name == variant.name and sc == scale),
                       key=lambda p: p["rate"])
 
     # -- per policy ----------------------------------------------------------------------------------

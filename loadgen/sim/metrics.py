@@ -100,21 +100,27 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def span_rate(times_s: list[float], trim_frac: float = 0.1) -> float:
-    """Events per second between the trim_frac and 1 - trim_frac quantiles of sorted times.
+def window_throughput_ratio(arrivals_s: list[float], finishes_s: list[float],
+                            warmup_frac: float = 0.25) -> tuple[float, float, float]:
+    """(departures / arrivals, arrival rate, departure rate) inside the steady-state window.
 
-    Comparing this for finishes against arrivals is the stability test: in steady state
-    departures track arrivals (shifted by the latency); past saturation they spread at capacity.
+    The window runs from the arrival of the program at `warmup_frac` of the run to the last
+    arrival. In steady state departures in the window equal arrivals in it, up to the change of the
+    number of programs in the system across the window; past saturation departures run at
+    capacity, below the arrival rate. (A window is only warm when it starts a few response times
+    in: the experiment sizes runs so that it does, see experiment.py.)
     """
-    ts = sorted(times_s)
-    if len(ts) < 2:
-        return math.nan
-    lo = int(len(ts) * trim_frac)
-    hi = len(ts) - 1 - lo
-    if hi <= lo:
-        lo, hi = 0, len(ts) - 1
-    width = ts[hi] - ts[lo]
-    return (hi - lo) / width if width > 0 else math.inf
+    arr = sorted(arrivals_s)
+    if len(arr) < 2:
+        return math.nan, math.nan, math.nan
+    lo_t = arr[min(int(len(arr) * warmup_frac), len(arr) - 2)]
+    hi_t = arr[-1]
+    width = hi_t - lo_t
+    if width <= 0:
+        return math.nan, math.nan, math.nan
+    n_arr = sum(1 for t in arr if lo_t < t <= hi_t)
+    n_dep = sum(1 for t in finishes_s if lo_t < t <= hi_t)
+    return n_dep / n_arr, n_arr / width, n_dep / width
 
 
 @dataclass
@@ -145,6 +151,8 @@ class PointOutcome:
     end_s: float
     cap_hit: bool
     per_engine_calls: dict[str, int] = field(default_factory=dict)
+    stop_reason: str | None = None  # why the run stopped before every program finished
+    max_in_system: int = 0
 
     @property
     def all_finished(self) -> bool:
@@ -163,8 +171,7 @@ class PointOutcome:
         first_arrival = min(self.arrivals_s) if self.arrivals_s else 0.0
         last_finish = max((r.finish_s for r in recs), default=first_arrival)
         span_s = max(last_finish - first_arrival, 1e-12)
-        arrival_rate = span_rate(self.arrivals_s)
-        finish_rate = span_rate([r.finish_s for r in recs]) if recs else 0.0
+        ratio, arrival_rate, finish_rate = window_throughput_ratio(self.arrivals_s, [r.finish_s for r in recs])
         call_time = sum(r.wait_s + r.service_s + r.delay_s for r in recs)
         by_workload: dict[str, list[float]] = {}
         for r in recs:
@@ -174,10 +181,12 @@ class PointOutcome:
             "completed_programs": len(recs),
             "all_finished": self.all_finished,
             "cap_hit": self.cap_hit,
+            "stop_reason": self.stop_reason,
+            "max_programs_in_system": self.max_in_system,
             "completed_per_s": len(recs) / span_s,
             "arrival_rate_measured": arrival_rate,
             "finish_rate_measured": finish_rate,
-            "throughput_ratio": finish_rate / arrival_rate if arrival_rate and recs else 0.0,
+            "throughput_ratio": ratio,
             "mean_norm_latency_s": norm.mean_s,
             "p50_norm_latency_s": norm.p50_s,
             "p95_norm_latency_s": norm.p95_s,

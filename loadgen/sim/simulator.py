@@ -30,6 +30,9 @@ class SimConfig:
     # absolute virtual-time cap; a run that hits it is unstable (programs left unfinished)
     time_cap_s: float = float("inf")
     oracle: CallTimeOracle | None = None  # required for SRPT (clairvoyant, simulation only)
+    # stop early (unstable) when more programs than this are in the system at once: a backlog
+    # that size means the run is past saturation, and draining it only burns compute
+    max_in_system: int | None = None
 
 
 def oracle_call_times(spec: ProgramSpec, oracle: CallTimeOracle) -> list[float]:
@@ -68,16 +71,22 @@ class Simulation:
         self._regime = RegimeAccumulator()
         self._records: list[ProgramRecord] = []
         self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
+        self._in_system = 0
+        self._max_in_system_seen = 0
 
     def run(self) -> PointOutcome:
         for i, t in enumerate(self._arrivals_s):
             self._queue.push(t, EventKind.PROGRAM_ARRIVAL, i)
         now = 0.0
-        cap_hit = False
+        stop = None
+        limit = self._config.max_in_system
         while self._queue:
             now, kind, payload = self._queue.pop()
             if now > self._config.time_cap_s:
-                cap_hit = True
+                stop = "time cap"
+                break
+            if limit is not None and self._in_system > limit:
+                stop = f"backlog over {limit} programs"
                 break
             if kind is EventKind.STEP_END:
                 self._end_step(payload[0], payload[1], now)
@@ -89,8 +98,9 @@ class Simulation:
                 self._start_step(payload, now)
         return PointOutcome(
             num_programs=len(self._programs), records=self._records, arrivals_s=self._arrivals_s,
-            regime=self._regime, num_engines=len(self._engines), end_s=now, cap_hit=cap_hit,
-            per_engine_calls=self._calls_per_engine,
+            regime=self._regime, num_engines=len(self._engines), end_s=now, cap_hit=stop is not None,
+            per_engine_calls=self._calls_per_engine, stop_reason=stop,
+            max_in_system=self._max_in_system_seen,
         )
 
     # -- events -------------------------------------------------------------------------------
@@ -100,6 +110,8 @@ class Simulation:
         oracle = self._config.oracle if self._config.policy.name is PolicyName.SRPT else None
         call_times = oracle_call_times(spec, oracle) if oracle else None
         run = ProgramRun(spec, now, call_times)
+        self._in_system += 1
+        self._max_in_system_seen = max(self._max_in_system_seen, self._in_system)
         for i in run.roots():
             self._ready(run, i, now)
 
@@ -183,6 +195,7 @@ class Simulation:
 
     def _finish_program(self, run: ProgramRun) -> None:
         spec = run.spec
+        self._in_system -= 1
         self._records.append(ProgramRecord(
             program_id=spec.program_id, workload=spec.workload, arrival_s=run.arrival_s,
             finish_s=run.finish_s, output_tokens=spec.output_tokens, num_calls=len(spec.calls),

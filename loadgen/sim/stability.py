@@ -22,9 +22,10 @@ class StabilityRule:
 
 def judge(summary: dict, rule: StabilityRule) -> tuple[bool, str]:
     if summary["cap_hit"] or not summary["all_finished"]:
-        return False, f"unfinished: {summary['completed_programs']}/{summary['num_programs']} programs by the cap"
+        why = summary.get("stop_reason") or "time cap"
+        return False, f"unfinished: {summary['completed_programs']}/{summary['num_programs']} programs ({why})"
     ratio = summary["throughput_ratio"]
-    if ratio < 1.0 - rule.throughput_tolerance:
+    if not ratio >= 1.0 - rule.throughput_tolerance:  # NaN (too few programs) fails too
         return False, f"departures {ratio:.3f} x arrivals (< {1 - rule.throughput_tolerance:.2f})"
     return True, "stable"
 
