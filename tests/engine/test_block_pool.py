@@ -88,3 +88,23 @@ def test_batched_lru_matches_reference(ops, num_blocks, slack):
         assert set(pool.evictable) == set(ref.lru)
         assert pool.free_uncached == ref.free_uncached
         assert pool.num_used == num_blocks - ref.free_uncached - len(ref.lru)
+
+
+def test_chain_memo_gives_the_same_hashes_as_a_fresh_chain():
+    from shared.engine.lite.hashing import ChainMemo, HashChain
+
+    memo = ChainMemo(16, max_entries=5)
+    history: tuple = (("sys", 37),)
+    for turn in range(12):
+        history = history + ((f"u{turn}", 5 + 13 * turn), (f"out:c{turn}", 21))
+        fresh = HashChain(16)
+        for seg, n in history:
+            fresh.extend(seg, 0, n)
+        got = memo.chain_for(history)
+        assert got.hashes == fresh.hashes and got.tokens == fresh.tokens and got.pieces == fresh.pieces
+    # output tokens hashed one at a time give the same blocks as the output segment in one go
+    step_by_step = memo.chain_for((("sys", 37),))
+    for k in range(40):
+        step_by_step.extend("out:x", k, 1)
+    whole = memo.chain_for((("sys", 37), ("out:x", 40)))
+    assert step_by_step.hashes == whole.hashes

@@ -268,3 +268,17 @@ def test_abort_frees_everything_and_load_tracks_remaining_work():
     assert engine.load() == 550 - 500
     assert engine.abort("b/c0")
     assert engine.pool.num_used == 0 and not engine.has_work() and engine.step(1.0) is None
+
+
+def test_step_times_integrate_the_cost_model_over_whole_contexts():
+    engine, _ = make("fcfs")
+    engine.submit(call("a/c0", (("a", 1000),), 10), 0.0)
+    reports, end = run_to_end(engine)
+    cm = engine.cost
+    expected = cm.linear_s(1000) + cm.prefill_attention_s(1000, 1000)
+    expected += sum(cm.linear_s(1) + cm.decode_attention_s(1000 + k + 1) for k in range(9))
+    assert len(reports) == 10
+    assert end == pytest.approx(expected, rel=1e-9)
+    done = reports[-1].finished[0]
+    assert done.service_s == pytest.approx(expected, rel=1e-9)
+    assert done.first_token_s == pytest.approx(reports[0].duration_s)

@@ -59,10 +59,12 @@ class ChainMemo:
     Bounded: cleared when it grows past `max_entries` (a cache, never a source of truth).
     """
 
-    def __init__(self, block_size: int, max_entries: int = 50_000) -> None:
+    def __init__(self, block_size: int, max_entries: int = 50_000, max_hashes: int = 2_000_000) -> None:
         self.block_size = block_size
         self.max_entries = max_entries
+        self.max_hashes = max_hashes  # about 100 MB of stored hashes at most
         self._memo: dict[tuple, tuple] = {}
+        self._num_hashes = 0
 
     def chain_for(self, segments: tuple[tuple[str, int], ...]) -> HashChain:
         chain = HashChain(self.block_size)
@@ -81,7 +83,10 @@ class ChainMemo:
                 continue
             before = len(chain.hashes)
             chain.extend(seg_id, 0, n)
-            if len(memo) >= self.max_entries:
+            added = tuple(chain.hashes[before:])
+            if len(memo) >= self.max_entries or self._num_hashes + len(added) > self.max_hashes:
                 memo.clear()
-            memo[state] = (chain.prev, tuple(chain.pieces), chain.fill, tuple(chain.hashes[before:]))
+                self._num_hashes = 0
+            memo[state] = (chain.prev, tuple(chain.pieces), chain.fill, added)
+            self._num_hashes += len(added)
         return chain
