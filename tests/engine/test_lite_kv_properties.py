@@ -67,6 +67,10 @@ def test_kv_accounting_stays_within_bounds(progs, policy, mode, preemption, batc
     res = drive(engine, directory, chains, max_steps=50_000, check=check_invariants)
     expected = {f"{c.program_id}/c{i}": out for c in chains for i, (_, out) in enumerate(c.calls)}
     assert {k: v.output_tokens for k, v in res.completions.items()} == expected
+    streamed: Counter = Counter()
+    for report in res.reports:
+        streamed.update(report.tokens_emitted)
+    assert dict(streamed) == expected  # every token streamed once, preemptions or not
     assert engine.pool.num_used == 0 and not engine.seqs and engine.load() == 0
     event(f"preemptions>0: {engine.stats['preemptions'] > 0}, swaps>0: {engine.stats['swaps'] > 0}")
     event(f"promotions>0: {engine.stats['promotions'] > 0}, hits>0: {engine.stats['prefix_hit_tokens'] > 0}")

@@ -282,3 +282,20 @@ def test_step_times_integrate_the_cost_model_over_whole_contexts():
     done = reports[-1].finished[0]
     assert done.service_s == pytest.approx(expected, rel=1e-9)
     assert done.first_token_s == pytest.approx(reports[0].duration_s)
+
+
+def test_atlas_runs_the_critical_path_thread_first_within_a_program():
+    directory = DictProgramDirectory()
+    engine = LiteEngine("e0", SchedulingPolicy(PolicyName.ATLAS), directory, LiteEngineConfig(max_num_seqs=1))
+    led = directory.ledger("p")
+    led.thread_service_s.update({"short": 0.2, "long": 0.9})  # both under q0: same level
+    blocker = EngineCall("x/c0", "x", "main", (("x", 64),), 30, 0.0, 0.0, 0)
+    engine.submit(blocker, 0.0)
+    engine.step(0.0)  # the blocker holds the only slot
+    first = EngineCall("p/a", "p", "short", (("pa", 64),), 5, 0.01, 0.0, 1)
+    second = EngineCall("p/b", "p", "long", (("pb", 64),), 5, 0.02, 0.0, 2)
+    engine.submit(first, 0.01)
+    engine.submit(second, 0.02)
+    reports, _ = run_to_end(engine, 0.02)
+    order = [f.call_id for r in reports for f in r.finished]
+    assert order == ["x/c0", "p/b", "p/a"]  # larger s_T (critical path) first despite arriving later
