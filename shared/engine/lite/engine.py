@@ -470,7 +470,8 @@ class LiteEngine:
                 group = waiting.by_program.get(pid)
                 if group:
                     self._rekey(group)
-            self._dirty_programs.clear()
+        self._dirty_programs.clear()
+        if not self._static_keys:
             if now_s >= self._next_refresh_s:
                 self._next_refresh_s = now_s + self.config.key_refresh_interval_s
                 snapshots: dict[str, tuple[int, int]] = {}
