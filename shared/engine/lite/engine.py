@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import chain as iter_chain
 
-from shared.core.policy import CallView, PolicyName, SchedulingPolicy
-from shared.core.preemption import plan_preemptions
-from shared.core.starvation import should_promote
+from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.engine.api import CallCompletion, EngineCall, ProgramDirectory, Segment, StepReport
 from shared.engine.cost_model import CostModel
 from shared.engine.lite.blocks import BlockPool
 from shared.engine.lite.config import BatchingMode, LiteEngineConfig, PreemptionMode
 from shared.engine.lite.hashing import ChainMemo, HashChain
+from shared.engine.lite.priorities import PriorityMixin
 from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
 from shared.engine.lite.waiting import WaitingQueue
 
-MAX_PRIORITY_PREEMPTIONS = 8  # per decision: bounds the work and the churn of one quantum
 
-
-class LiteEngine:
+class LiteEngine(PriorityMixin):
     def __init__(self, engine_id: str, policy: SchedulingPolicy, programs: ProgramDirectory,
                  config: LiteEngineConfig | None = None, cost: CostModel | None = None) -> None:
         self.engine_id = engine_id
@@ -286,64 +282,6 @@ class LiteEngine:
                 return False
         return True
 
-    def _priority_preemptions(self, preempted: list[str], chunks: dict[Seq, int]) -> None:
-        """A waiting call of a strictly better class displaces the worst runners (pure core decides)."""
-        head = self.waiting.peek()
-        if head is None:
-            return
-        seqs_full = len(self.decoding) + len(self.prefilling) >= self.config.max_num_seqs
-        kv_blocked = self._blocked is not None and self._blocked[0] is head
-        if not (seqs_full or kv_blocked):
-            return
-        running = {s.order: (k, s) for k, s in self._running_keyed()}
-        if not running:
-            return
-        if seqs_full:
-            cands = self.waiting.best(min(len(running), MAX_PRIORITY_PREEMPTIONS))
-            plan = plan_preemptions([(c.key, c.order) for c in cands],
-                                    [(k, o) for o, (k, _) in running.items()], free_slots=0)
-            for p in plan:
-                self._preempt(running[p.victim][1], preempted, chunks, kv_exhausted=False)
-            return
-        if self.config.mode is BatchingMode.V0:
-            need = self._admission_need(head, self.config.token_budget, True)[0]
-        else:
-            need = self._admission_need(head, self.config.token_budget - len(self.decoding), False)[0]
-        for _ in range(MAX_PRIORITY_PREEMPTIONS):
-            if self.pool.num_free >= need or not running:
-                break
-            plan = plan_preemptions([(head.key, head.order)], [(k, o) for o, (k, _) in running.items()], 0)
-            if not plan:
-                break
-            _, victim = running.pop(plan[0].victim)
-            self._preempt(victim, preempted, chunks, kv_exhausted=False)
-
-    def _running_keyed(self) -> list[tuple[tuple, Seq]]:
-        return [(self._running_key(s), s) for s in iter_chain(self.decoding.values(), self.prefilling)]
-
-    def _running_key(self, seq: Seq) -> tuple:
-        """A running call's key, cached until its program's ledger changes or its own attained
-        service crosses the next MLFQ threshold (the only ways an MLFQ/PLAS/ATLAS key changes)."""
-        led = self.programs.ledger(seq.program_id)
-        snap = (led.epoch, len(led.completed_call_ids))
-        service = self._service_now(seq)
-        if seq.rkey_snap == snap and service < seq.rkey_until_s:
-            return seq.rkey
-        key = self._key(seq)
-        until = service  # SRPT keys change with every step: never cached
-        if self._static_keys:
-            until = math.inf
-        elif self._has_levels:
-            mlfq = self.policy.mlfq
-            level = key[0]
-            if level >= mlfq.num_levels - 1:
-                until = math.inf
-            else:
-                base = 0.0 if self.policy.name is PolicyName.MLFQ else led.service_s
-                until = service + (mlfq.threshold_s(level) - (base + service - seq.attained_origin_s))
-        seq.rkey, seq.rkey_snap, seq.rkey_until_s = key, snap, until
-        return key
-
     # ---- preemption and call state --------------------------------------------------------------
     def _preempt(self, seq: Seq, preempted: list[str], chunks: dict[Seq, int], kv_exhausted: bool) -> None:
         self._leave_running(seq, chunks)
@@ -437,72 +375,6 @@ class LiteEngine:
         if seq.status == DECODING:
             return seq.a_service_s + (self._dec_busy_s - seq.a_busy_s)
         return seq.service_s
-
-    def _key(self, seq: Seq) -> tuple:
-        call = seq.call
-        if self._static_keys:
-            return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s))
-        led = self.programs.ledger(seq.program_id)
-        service = self._service_now(seq)
-        if led.epoch != seq.epoch_seen:
-            self._sync_epoch(seq, led.epoch, service)
-        view = CallView(
-            arrival_s=call.arrival_s, seq=call.seq, attained_s=service - seq.attained_origin_s,
-            program_service_s=led.service_s, thread_service_s=led.thread_service(seq.thread_id),
-            program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
-        return self.policy.key(view)
-
-    def _sync_epoch(self, seq: Seq, epoch: int, service_s: float) -> None:
-        """The program was promoted since we last looked: attained service and wait restart."""
-        seq.epoch_seen = epoch
-        seq.attained_origin_s = service_s
-        seq.wait_origin_s = self._now
-        seq.service_at_wait_origin_s = service_s
-
-    # ---- periodic: key refresh and anti-starvation ----------------------------------------------
-    def _maintain(self, now_s: float, promoted: list[str]) -> None:
-        waiting = self.waiting
-        if not waiting:
-            self._dirty_programs.clear()
-            return
-        if not self._static_keys:
-            for pid in self._dirty_programs:
-                group = waiting.by_program.get(pid)
-                if group:
-                    self._rekey(group)
-        self._dirty_programs.clear()
-        if not self._static_keys:
-            if now_s >= self._next_refresh_s:
-                self._next_refresh_s = now_s + self.config.key_refresh_interval_s
-                snapshots: dict[str, tuple[int, int]] = {}
-                for pid, group in waiting.by_program.items():
-                    led = self.programs.ledger(pid)
-                    snap = (led.epoch, len(led.completed_call_ids))
-                    if self._snapshots.get(pid) != snap:
-                        self._rekey(group)
-                    snapshots[pid] = snap
-                self._snapshots = snapshots
-        starvation = self.config.starvation
-        if self._has_levels and starvation.beta is not None and now_s >= self._next_starvation_s:
-            self._next_starvation_s = now_s + self.config.starvation_check_interval_s
-            for pid, group in list(waiting.by_program.items()):
-                led = self.programs.ledger(pid)
-                for seq in group.values():
-                    service = seq.service_s
-                    if led.epoch != seq.epoch_seen:
-                        self._sync_epoch(seq, led.epoch, service)
-                    call_wait_s = (now_s - seq.wait_origin_s) - (service - seq.service_at_wait_origin_s)
-                    if should_promote(starvation, led.wait_s, led.service_s, call_wait_s,
-                                      service - seq.attained_origin_s):
-                        self.programs.promote(pid)
-                        self.stats["promotions"] += 1
-                        promoted.append(pid)
-                        self._rekey(group)
-                        break
-
-    def _rekey(self, group: dict[str, Seq]) -> None:
-        for seq in list(group.values()):
-            self.waiting.push(seq, self._key(seq))
 
     # ---- running the batch ----------------------------------------------------------------------
     def _run(self, now_s: float, chunks: dict[Seq, int], finishing: list[Seq], decodes_run: bool,
