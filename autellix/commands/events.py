@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Callable
@@ -19,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import nats.errors
 import nats.js.errors
 from nats.js import api
 
 from shared.bus import Bus
+from shared.bus.jetstream import DurableConsumer
 from shared.logging import configure_logging
 from shared.protocol import ProtocolError, decode, subjects
 from shared.protocol.codec import to_map
@@ -83,36 +84,60 @@ def _short(v: Any) -> str:
     return str(v)
 
 
+class _TailReader(DurableConsumer):
+    """An ephemeral, unacknowledged reader of the audit stream that prints raw entries (a malformed
+    one is shown as such, not rejected) and notices when it has caught up."""
+
+    def __init__(self, bus: Bus, filter_subject: str, out: Callable[[str], None], as_json: bool) -> None:
+        super().__init__(bus, f"tail_{secrets.token_hex(6)}", filter_subject, batch_size=FETCH_BATCH,
+                         fetch_timeout_s=FETCH_TIMEOUT_S)
+        self.out = out
+        self.as_json = as_json
+        self.printed = 0
+        self.caught_up = asyncio.Event()
+
+    def consumer_config(self) -> api.ConsumerConfig:
+        return api.ConsumerConfig(name=self.durable, ack_policy=api.AckPolicy.NONE,
+                                  deliver_policy=api.DeliverPolicy.ALL, filter_subject=self.filter_subject,
+                                  inactive_threshold=30.0, mem_storage=True)
+
+    async def _process(self, msgs: list) -> None:
+        for msg in msgs:
+            meta = msg.metadata
+            self.out(format_event(meta.sequence.stream, msg.data, self.as_json))
+            self.printed += 1
+            if meta.num_pending == 0:
+                self.caught_up.set()
+
+
 async def tail(nats_url: str, session: str | None, follow: bool, out: Callable[[str], None],
                stop: asyncio.Event | None = None, as_json: bool = False, connect_timeout_s: float = 3.0) -> int:
-    """Print events until the stream is drained (or, with `follow`, until `stop` is set).
+    """Print events until the reader has caught up (or, with `follow`, until `stop` is set).
     Returns how many events were printed."""
     stop = stop or asyncio.Event()
     filter_subject = subjects.events_of_program(session) if session else subjects.all_events()
     bus = await Bus.connect(nats_url, service="events_tail", connect_timeout_s=connect_timeout_s)
-    printed = 0
     try:
         try:
             await bus.js.stream_info(subjects.AUDIT_STREAM)
         except nats.js.errors.NotFoundError:
             raise ValueError(f"no audit stream {subjects.AUDIT_STREAM} on {nats_url} (is the stack up?)") from None
-        config = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
-                                    inactive_threshold=30.0, mem_storage=True, filter_subject=filter_subject)
-        sub = await bus.js.pull_subscribe(filter_subject, stream=subjects.AUDIT_STREAM, config=config)
-        while not stop.is_set():
-            try:
-                msgs = await sub.fetch(FETCH_BATCH, timeout=FETCH_TIMEOUT_S)
-            except nats.errors.TimeoutError:
-                msgs = []
-            for msg in msgs:
-                out(format_event(msg.metadata.sequence.stream, msg.data, as_json))
-                printed += 1
-            if not follow and (not msgs or msgs[-1].metadata.num_pending == 0):
-                break
-        await sub.unsubscribe()
+        reader = _TailReader(bus, filter_subject, out, as_json)
+        await reader.start()
+        try:
+            if (await reader.info()).num_pending == 0:
+                reader.caught_up.set()
+            waits = [asyncio.ensure_future(stop.wait())]
+            if not follow:
+                waits.append(asyncio.ensure_future(reader.caught_up.wait()))
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for fut in pending:
+                fut.cancel()
+        finally:
+            await reader.stop()
+        return reader.printed
     finally:
         await bus.close()
-    return printed
 
 
 def run_tail(args: argparse.Namespace) -> int:

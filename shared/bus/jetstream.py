@@ -100,10 +100,12 @@ class DurableConsumer:
     back after `ack_wait_s`. Handlers must be idempotent (a redelivery can follow a lost ack).
     """
 
-    def __init__(self, bus: Bus, durable: str, filter_subject: str, *, handler: Handler | None,
-                 batch_handler: BatchHandler | None, types: tuple[type, ...], batch_size: int,
-                 ack_wait_s: float, retry_delay_s: float, max_ack_pending: int, fetch_timeout_s: float) -> None:
-        if (handler is None) == (batch_handler is None):
+    def __init__(self, bus: Bus, durable: str, filter_subject: str, *, handler: Handler | None = None,
+                 batch_handler: BatchHandler | None = None, types: tuple[type, ...] = (), batch_size: int = 256,
+                 ack_wait_s: float = 30.0, retry_delay_s: float = 0.5, max_ack_pending: int = 20_000,
+                 fetch_timeout_s: float = 0.5) -> None:
+        uses_handlers = type(self)._process is DurableConsumer._process  # subclasses may process raw
+        if uses_handlers and (handler is None) == (batch_handler is None):
             raise ValueError("give exactly one of handler or batch_handler")
         self.bus = bus
         self.durable = durable
@@ -131,8 +133,9 @@ class DurableConsumer:
     async def info(self) -> api.ConsumerInfo:
         return await self.bus.js.consumer_info(subjects.AUDIT_STREAM, self.durable)
 
-    async def start(self) -> None:
-        config = api.ConsumerConfig(
+    def consumer_config(self) -> api.ConsumerConfig:
+        """The server-side consumer (subclasses may change it, e.g. an ephemeral reader)."""
+        return api.ConsumerConfig(
             name=self.durable,
             durable_name=self.durable,
             ack_policy=api.AckPolicy.EXPLICIT,
@@ -142,6 +145,9 @@ class DurableConsumer:
             deliver_policy=api.DeliverPolicy.ALL,
             max_ack_pending=self.max_ack_pending,
         )
+
+    async def start(self) -> None:
+        config = self.consumer_config()
         try:  # create, or update the limits of an existing one
             await self.bus.js.add_consumer(subjects.AUDIT_STREAM, config)
         except nats.js.errors.BadRequestError as exc:  # a field that cannot change: keep the old one
