@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.runtime.ports import free_port, wait_for_tcp
+from shared.runtime.processes import die_with_parent
 
 
 def nats_server_binary() -> Path:
@@ -54,6 +55,7 @@ class NatsServer:
                  "-sd", str(self.store_dir), "-n", f"autellix-{self.port}"],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal goes to the supervisor, which stops us in order
+                preexec_fn=die_with_parent,
             )
         try:
             wait_for_tcp(self.host, self.port, timeout_s, alive=lambda: self.process.poll() is None)

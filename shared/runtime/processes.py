@@ -27,7 +27,7 @@ class ManagedProcess:
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(list(self.argv), env=dict(self.env), cwd=self.cwd, stdout=log_file,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=die_with_parent)
         return self
 
     @property
@@ -65,6 +65,18 @@ class ManagedProcess:
         except FileNotFoundError:
             return ""
         return "\n".join(lines[-num_lines:])
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if the supervisor dies (even by SIGKILL), so a
+    crashed `autellix up` leaves no orphans. Linux only; elsewhere a no-op."""
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def python_module_argv(module: str, *args: str) -> list[str]:

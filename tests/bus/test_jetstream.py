@@ -130,3 +130,14 @@ async def test_async_publish_throughput_smoke(make_bus):
     assert all(f.done() and not f.exception() for f in futures)
     info = await producer.js.stream_info(subjects.AUDIT_STREAM, subjects_filter=subjects.events_of_program(program))
     assert info.state.messages >= 500
+
+
+async def test_a_retried_publish_is_stored_once(bus):
+    """publish_event retries with the same Nats-Msg-Id: the stream's duplicate window drops the copy."""
+    program = "p" + uuid.uuid4().hex[:10]
+    subject = subjects.event(_completed(program, 0))
+    data = bus.publisher.encode(_completed(program, 0))
+    headers = {"Nats-Msg-Id": f"{bus.publisher_id}:{bus.publisher.last_seq}"}
+    first = await bus.js.publish(subject, data, headers=headers)
+    second = await bus.js.publish(subject, data, headers=headers)
+    assert second.duplicate and second.seq == first.seq

@@ -1,5 +1,8 @@
 """Per-publisher sequences: gaps, duplicates and late arrivals are told apart."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from shared.protocol import Publisher, SequenceTracker, SeqVerdict, decode, make_publisher_id
 from shared.protocol import messages as m
 
@@ -35,3 +38,16 @@ def test_tracker_bounds_its_memory():
     t.observe("a", 1)
     assert t.observe("a", 1_000_000).missing == 999_998
     assert t.missing("a") == 10
+
+
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=200))
+def test_tracker_counts_every_distinct_number_once(seqs):
+    """Heard from the publisher's first message on, in any order, with any duplicates: each distinct
+    number is accepted exactly once (NEW, GAP or LATE), every repeat is a DUPLICATE. (A reader that
+    joins later takes its first message as the baseline; older numbers read as duplicates.)"""
+    seqs = [1, *seqs]
+    t = SequenceTracker()
+    verdicts = [t.observe("p", s).verdict for s in seqs]
+    accepted = [s for s, v in zip(seqs, verdicts, strict=True) if v is not SeqVerdict.DUPLICATE]
+    assert sorted(accepted) == sorted(set(seqs))
+    assert t.missing("p") == len(set(range(1, max(seqs) + 1)) - set(seqs))
