@@ -58,7 +58,7 @@ ops = st.lists(st.tuples(st.sampled_from(["call", "release"]), st.integers(0, 7)
                          st.integers(0, 12)), min_size=1, max_size=120)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=int(__import__("os").environ.get("POOL_EXAMPLES", "150")), deadline=None)
 @given(ops=ops, num_blocks=st.integers(8, 40), slack=st.sampled_from([0, 3, 4096]))
 def test_batched_lru_matches_reference(ops, num_blocks, slack):
     pool, ref = BlockPool(num_blocks, caching=True, compact_slack=slack), ReferencePool(num_blocks)

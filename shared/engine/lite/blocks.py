@@ -95,9 +95,14 @@ class BlockPool:
         refs, stamp = self.refs, self.evictable
         hs = hashes[:num_blocks]
         vals = list(map(refs.__getitem__, hs))
-        for h in compress(hs, map(not_, vals)):
-            del stamp[h]  # revived: its entry in the release batch goes stale
-        refs.update(zip(hs, map(add, vals, repeat(1)), strict=True))
+        if vals.count(0) == len(vals):  # common: a program's own history, freed by its last call
+            for h in hs:
+                del stamp[h]  # revived: its entry in the release batch goes stale
+            refs.update(zip(hs, repeat(1)))
+        else:
+            for h in compress(hs, map(not_, vals)):
+                del stamp[h]
+            refs.update(zip(hs, map(add, vals, repeat(1)), strict=True))
         held.extend(hs)
 
     def register(self, held: list, hashes: list[int], start: int, end: int) -> None:
@@ -118,9 +123,14 @@ class BlockPool:
         if num_private < len(held):
             refs = self.refs
             cached = list(filter(_not_none, reversed(held)))
-            left = list(map(sub, map(refs.__getitem__, cached), repeat(1)))
-            refs.update(zip(cached, left, strict=True))
-            freed = list(compress(cached, map(not_, left)))
+            vals = list(map(refs.__getitem__, cached))
+            if vals.count(1) == len(vals):  # common: no other holder, every block becomes free
+                refs.update(zip(cached, repeat(0)))
+                freed = cached
+            else:
+                left = list(map(sub, vals, repeat(1)))
+                refs.update(zip(cached, left, strict=True))
+                freed = list(compress(cached, map(not_, left)))
             if freed:
                 bid = self._next_batch
                 self._next_batch += 1
