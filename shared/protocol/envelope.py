@@ -18,7 +18,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -30,8 +30,7 @@ SCHEMA_VERSION = 1
 _ENVELOPE_FIELDS = ("schema_version", "type", "publisher_id", "seq", "sent_at_ns", "body")
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(NamedTuple):  # a tuple: cheap to build for every message received
     schema_version: int
     type: str
     publisher_id: str
@@ -39,8 +38,7 @@ class Envelope:
     sent_at_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(NamedTuple):
     envelope: Envelope
     body: Any  # the typed message
 
