@@ -84,8 +84,10 @@ def test_batched_lru_matches_reference(ops, num_blocks, slack):
             else:
                 pool.release(held_a)
                 ref.release(held_b)
-        assert pool.refs == ref.refs
-        assert set(pool.evictable) == set(ref.lru)
+        holders = pool.holders()
+        assert holders == ref.refs
+        assert {h for h, r in holders.items() if r == 0} == set(ref.lru)
+        assert pool.num_evictable == len(ref.lru)
         assert pool.free_uncached == ref.free_uncached
         assert pool.num_used == num_blocks - ref.free_uncached - len(ref.lru)
 

@@ -33,10 +33,11 @@ def check_invariants(engine: LiteEngine, report) -> None:
                 private += 1
             else:
                 holders[h] += 1
-    for h, r in pool.refs.items():
+    cached = pool.holders()
+    for h, r in cached.items():
         assert r == holders[h] >= 0
-        assert (r == 0) == (h in pool.evictable)
-    assert pool.num_used == private + sum(1 for r in pool.refs.values() if r > 0)
+    assert pool.num_evictable == sum(1 for r in cached.values() if r == 0)
+    assert pool.num_used == private + sum(1 for r in cached.values() if r > 0)
     assert engine.load() >= 0
     assert len(engine.decoding) + len(engine.prefilling) <= engine.config.max_num_seqs
 
