@@ -3,7 +3,8 @@
 Order of work: NATS (embedded unless NATS_URL is given) -> PostgreSQL (embedded unless
 DATABASE_URL) -> `alembic upgrade head` -> every installed service as its own process -> health
 checks (NATS HealthCheck, engine heartbeats, HTTP /healthz) -> ready. It then waits for Ctrl-C /
-SIGTERM or for a child to die, and stops everything in reverse order: services get SIGTERM and
+SIGTERM or for a child to die, and stops everything: the front door first, then the other services
+together get SIGTERM and
 `stop_timeout_s` to drain, then SIGKILL of their process group; PostgreSQL gets a fast shutdown,
 NATS a SIGTERM. Nothing is left running.
 
@@ -250,10 +251,15 @@ class Stack:
         if self._stopped:
             return
         self._stopped = True
-        for proc in reversed(self.processes):
-            proc.terminate()
-            code = proc.wait_or_kill(self.cfg.stop_timeout_s)
-            self.say(f"{proc.name} stopped (exit {code})")
+        # The front door (started last) closes first so no new work comes in; the rest then drain
+        # together (what they still publish to JetStream is durable, so their order does not matter).
+        ordered = list(reversed(self.processes))
+        for batch in (ordered[:1], ordered[1:]):
+            for proc in batch:
+                proc.terminate()
+            for proc in batch:
+                code = proc.wait_or_kill(self.cfg.stop_timeout_s)
+                self.say(f"{proc.name} stopped (exit {code})")
         if self.postgres is not None:
             self.postgres.stop()
             self.say("PostgreSQL stopped")
