@@ -4,9 +4,10 @@ Order of work: NATS (embedded unless NATS_URL is given) -> PostgreSQL (embedded 
 DATABASE_URL) -> `alembic upgrade head` -> every installed service as its own process -> health
 checks (NATS HealthCheck, engine heartbeats, HTTP /healthz) -> ready. It then waits for Ctrl-C /
 SIGTERM or for a child to die, and stops everything: the front door first, then the other services
-together get SIGTERM and
-`stop_timeout_s` to drain, then SIGKILL of their process group; PostgreSQL gets a fast shutdown,
-NATS a SIGTERM. Nothing is left running.
+together get SIGTERM and `stop_timeout_s` to drain, then SIGKILL of their process group;
+PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (children also get
+SIGTERM if the supervisor itself is killed; only PostgreSQL, daemonized by pg_ctl, would survive
+that, and the next `autellix up` on the same state dir reuses it).
 
 State folder layout: nats/ (JetStream store), pg/ (PostgreSQL data), logs/<process>.log, up.json
 (URLs and pids of the running stack, read by `autellix events tail`).
