@@ -26,7 +26,7 @@ _NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 class MeshSettings(BaseSettings):
     """What every process on the mesh needs: where NATS is, how to log, the audit retention."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True, populate_by_name=True)
 
     nats_url: str = DEFAULT_NATS_URL
     environment: Literal["development", "production"] = Field(
