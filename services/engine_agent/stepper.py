@@ -2,7 +2,9 @@
 
 The engine clock is seconds since the stepper started (monotonic). A step planned at `now` with
 modeled duration `d` ends at `now + d`: the stepper sleeps until then (times `time_scale`), then
-hands the report to the sink, which streams the tokens and publishes completions. Calls that
+hands the report to the sink, which streams the tokens and publishes completions. While busy,
+steps follow each other on the modeled clock (absolute wake-up targets, no drift from sleep
+overshoot); after an idle gap the clock resumes at wall time. Calls that
 arrive during a step are held and submitted right before the next step, with their true arrival
 times, so the engine never sees a submission in the middle of a step it has already planned.
 """
@@ -21,12 +23,14 @@ RejectSink = Callable[[EngineCall, ValueError], None]  # the engine refused a ca
 
 class RealTimeStepper:
     def __init__(self, engine: Engine, sink: StepSink, time_scale: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, on_reject: RejectSink | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_reject: RejectSink | None = None,
+                 max_lag_s: float = 0.05) -> None:
         if time_scale < 0:
             raise ValueError(f"time_scale must be >= 0, got {time_scale}")
         self.engine = engine
         self._sink = sink
         self._on_reject = on_reject
+        self._max_lag_s = max_lag_s  # behind schedule by more than this, the gap counts as idle
         self._time_scale = time_scale
         self._clock = clock
         self._t0 = clock()
@@ -76,7 +80,14 @@ class RealTimeStepper:
                 if not self._pending:
                     await self._wakeup.wait()
                 continue
-            start_s = self.now_s()
+            wall_s = self._clock() - self._t0
+            if self.num_steps and wall_s - self._last_end_s <= self._max_lag_s:
+                # busy: the next step starts where the last one ended, so sleep overshoot (about
+                # a millisecond a step) never accumulates into modeled time; a late wake-up is
+                # caught up by the next, shorter sleep
+                start_s = self._last_end_s
+            else:  # idle in between (or far behind): resume on the wall clock
+                start_s = max(wall_s, self._last_end_s)
             report = self.engine.step(start_s)
             if report is None:  # work exists but nothing can run now (e.g. all blocked): poll
                 self._wakeup.clear()
