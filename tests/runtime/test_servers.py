@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +67,7 @@ async def test_postgres_starts_on_a_unix_socket_and_stops():
         pg.ensure_database("autellix")  # idempotent
     finally:
         pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
     assert gone(pid)
 
 

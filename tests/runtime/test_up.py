@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,6 +107,7 @@ def up() -> RunningUp:
     running.api_key = key.group(1) if key else ""
     yield running
     running.stop()
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 async def test_up_answers_health_checks(up):
