@@ -130,8 +130,11 @@ class BlockPool:
                 state[h] = 1
                 held[i] = h
 
-    def release(self, held: list) -> None:
-        """Free a call's blocks, tail first, so the tail is evicted before the shared prefix."""
+    def release(self, held: list, to_front: bool = False) -> None:
+        """Free a call's blocks, tail first, so the tail is evicted before the shared prefix.
+
+        `to_front`: the freed blocks are evicted before every other free block (a retained
+        session chosen as a victim under memory pressure)."""
         num_private = held.count(None)
         self.free_uncached += num_private
         if num_private < len(held):
@@ -149,7 +152,10 @@ class BlockPool:
                 self._next_tag -= 1
                 state.update(zip(freed, repeat(tag)))
                 self.num_evictable += len(freed)
-                self._batches.append((tag, freed))
+                if to_front:
+                    self._push_front(tag, freed)
+                else:
+                    self._batches.append((tag, freed))
                 self._batch_entries += len(freed)
                 if self._batch_entries > 2 * self.num_evictable + self.compact_slack:
                     self._compact()
@@ -160,8 +166,22 @@ class BlockPool:
         self.register(held, hashes, reg_from, reg_to)
         self.release(held)
 
+    def num_sole_held(self, hashes: list[int]) -> int:
+        """How many of these held cached blocks have exactly one holder (freed if it lets go)."""
+        return list(map(self._state.__getitem__, hashes)).count(1)
+
     def cached_prefix_blocks(self, hashes: list[int]) -> int:
         return self.count_hits(hashes, len(hashes))[0]
+
+    def _push_front(self, tag: int, freed: list[int]) -> None:
+        """Put a release batch at the head of the LRU order (the cursor belongs to the old head)."""
+        batches = self._batches
+        if batches and self._cursor:
+            old_tag, hashes = batches[0]
+            batches[0] = (old_tag, hashes[self._cursor:])
+            self._batch_entries -= self._cursor
+            self._cursor = 0
+        batches.appendleft((tag, freed))
 
     def _compact(self) -> None:
         """Drop stale batch entries (blocks revived since), keeping the LRU order."""

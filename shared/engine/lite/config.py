@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from shared.core.kv_retention import RetentionConfig
 from shared.core.starvation import StarvationConfig
+from shared.core.tool_profiles import ToolProfileConfig
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 
 
@@ -47,6 +49,9 @@ class LiteEngineConfig:
     starvation: StarvationConfig = field(default_factory=StarvationConfig)
     starvation_check_interval_s: float = 0.25
     v0_watermark: float = 0.01  # vLLM V0 BlockSpaceManager watermark: admit only above 1% free blocks
+    # workflow-aware KV retention (docs/design/kv_retention.md); None: off, plain prefix-cache LRU
+    kv_retention: RetentionConfig | None = None
+    tool_profiles: ToolProfileConfig = field(default_factory=ToolProfileConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _parse(BatchingMode, self.mode, "batching mode"))
@@ -64,5 +69,7 @@ class LiteEngineConfig:
             raise ValueError(f"preemption_interval_steps must be >= 1, got {self.preemption_interval_steps}")
         if self.key_refresh_interval_s < 0 or self.starvation_check_interval_s < 0:
             raise ValueError("refresh and starvation check intervals must be >= 0")
+        if self.kv_retention is not None and not self.prefix_caching:
+            raise ValueError("kv_retention needs prefix_caching (retained blocks are found by their hash)")
         if not 0 <= self.v0_watermark < 1:
             raise ValueError(f"v0_watermark must be in [0, 1), got {self.v0_watermark}")

@@ -21,11 +21,12 @@ from shared.engine.lite.blocks import BlockPool
 from shared.engine.lite.config import BatchingMode, LiteEngineConfig, PreemptionMode
 from shared.engine.lite.hashing import ChainMemo, HashChain
 from shared.engine.lite.priorities import PriorityMixin
+from shared.engine.lite.retention import RetentionMixin
 from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
 from shared.engine.lite.waiting import WaitingQueue
 
 
-class LiteEngine(PriorityMixin):
+class LiteEngine(PriorityMixin, RetentionMixin):
     def __init__(self, engine_id: str, policy: SchedulingPolicy, programs: ProgramDirectory,
                  config: LiteEngineConfig | None = None, cost: CostModel | None = None) -> None:
         self.engine_id = engine_id
@@ -70,6 +71,8 @@ class LiteEngine(PriorityMixin):
         self._ar_floor = self.cost.allreduce_floor_s
         self._ar_c = self.cost.allreduce_s_per_token
         self._attn_read = self.cost.attn_read_s_per_token
+        self._init_retention()
+        self._init_fair_share()
 
     # ---- Engine protocol ------------------------------------------------------------------------
     def submit(self, call: EngineCall, now_s: float) -> None:
@@ -128,6 +131,8 @@ class LiteEngine(PriorityMixin):
         chunks: dict[Seq, int] = {}  # calls computed explicitly this step -> tokens
         self._step_swap_s = 0.0
         self._kv_preempted = False
+        if now_s >= self._next_expiry_s:
+            self.expire_retention(now_s)
         self._maintain(now_s, promoted)
         if self._preemptive and self.waiting and self._steps % self.config.preemption_interval_steps == 0:
             self._priority_preemptions(preempted, chunks)
@@ -181,13 +186,14 @@ class LiteEngine(PriorityMixin):
             budget = cfg.token_budget - sum(chunks.values()) - (len(self.decoding) if with_decodes else 0)
             if budget <= 0 and not (whole and not chunks):
                 return
-            if self._blocked is not None and self._blocked[0] is seq and self.pool.num_free <= self._blocked[1]:
-                return  # nothing was freed since this head last failed to fit
+            if (self._blocked is not None and self._blocked[0] is seq
+                    and self._free_or_reclaimable() <= self._blocked[1]):
+                return  # nothing was freed (or retained) since this head last failed to fit
             running_any = bool(self.decoding or self.prefilling or chunks)
             outcome = self._admit(seq, budget, chunks, whole, watermark if running_any else 0)
             if outcome is not True:
                 if outcome == "kv":
-                    self._blocked = (seq, self.pool.num_free)
+                    self._blocked = (seq, self._free_or_reclaimable())
                 return
             self._blocked = None
 
@@ -217,7 +223,12 @@ class LiteEngine(PriorityMixin):
         if need < 0:
             return "budget"
         if need > self.pool.num_free - watermark:
-            return "kv"
+            # retained sessions give way before the call waits (recomputed: victims' blocks may be hits)
+            if self.retention is None or not self._reclaim(need - (self.pool.num_free - watermark)):
+                return "kv"
+            need, n, hits, _ = self._admission_need(seq, budget, whole)
+            if need < 0 or need > self.pool.num_free - watermark:
+                return "kv"
         bs = self.block_size
         if seq.status == SWAPPED:
             self.pool.allocate(seq.held, need)
@@ -235,6 +246,10 @@ class LiteEngine(PriorityMixin):
             if seq.prefix_hit_tokens is None:
                 seq.prefix_hit_tokens = hit_tokens
                 self.stats["prefix_hit_tokens"] += hit_tokens
+                if self.recorder is not None:
+                    self._record_admit(seq)
+                if self.retention is not None:
+                    self._resume_session(seq)
             if seq.lost_tokens:
                 redo = max(seq.lost_tokens - hit_tokens, 0)
                 seq.recomputed_tokens += redo
@@ -257,6 +272,8 @@ class LiteEngine(PriorityMixin):
         step, pool = self._dec_steps, self.pool
         bucket = self._phase_buckets[step % self.block_size]
         if bucket:
+            if pool.num_free < len(bucket) and self.retention is not None:
+                self._reclaim(len(bucket) - pool.num_free)
             if pool.num_free >= len(bucket):
                 pool.take_private(len(bucket))
             else:  # KV exhausted: one by one, preempting the worst running calls (vLLM V1)
@@ -276,6 +293,8 @@ class LiteEngine(PriorityMixin):
     def _grow(self, seq: Seq, need: int, preempted: list[str], chunks: dict[Seq, int]) -> bool:
         """Allocate `need` blocks for a running call, preempting the worst running calls if KV is out."""
         while not self.pool.allocate(seq.held, need):
+            if self.retention is not None and self._reclaim(need - self.pool.num_free):
+                continue
             victim = max(self._running_keyed(), key=lambda kv: kv[0])[1]
             self._preempt(victim, preempted, chunks, kv_exhausted=True)
             if victim is seq:
@@ -441,7 +460,12 @@ class LiteEngine(PriorityMixin):
             tokens_emitted=emitted, finished=finished, preempted=preempted, promoted_programs=promoted)
 
     def _finish(self, seq: Seq, end_s: float) -> CallCompletion:
-        self._retire_blocks(seq)  # the output becomes a cached prefix for the program's next call
+        if self.recorder is not None:
+            self._record_finish(seq)
+        if self.retention is None:
+            self._retire_blocks(seq)  # the output becomes a cached prefix for the program's next call
+        else:
+            self._retain_finished(seq, end_s)  # ... and stays pinned for its session's tool pause
         self._computed_total -= seq.computed
         self._live_work -= seq.prompt_tokens + seq.max_out
         seq.status = FINISHED

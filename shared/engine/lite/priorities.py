@@ -8,8 +8,10 @@ proactive preemption. Every decision is made by `shared.core` (`SchedulingPolicy
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from itertools import chain as iter_chain
 
+from shared.core.fairness import fair_share_key
 from shared.core.policy import CallView, PolicyName
 from shared.core.preemption import plan_preemptions
 from shared.core.starvation import should_promote
@@ -20,6 +22,25 @@ MAX_PRIORITY_PREEMPTIONS = 8  # per decision: bounds the work and the churn of o
 
 
 class PriorityMixin:
+    def _init_fair_share(self) -> None:
+        self._tenant_ranks: dict[str, int] | None = None  # None: no Agent Fair Share (plain keys)
+        self._tenant_of: Mapping[str, str] = {}
+
+    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, tenant_of: Mapping[str, str]) -> None:
+        """Agent Fair Share: the controller's tenant order (0 = capacity first) at an epoch, and
+        each program's tenant. Keys become `fair_share_key(rank, policy key)`; a change re-keys
+        the waiting queue and the running calls' cached keys (once per epoch: bounded churn).
+        A tenant missing from `ranks` goes behind every ranked one."""
+        self._tenant_of = tenant_of
+        new = None if ranks is None else dict(ranks)
+        if new == self._tenant_ranks:
+            return
+        self._tenant_ranks = new
+        for group in list(self.waiting.by_program.values()):
+            self._rekey(group)
+        for seq in iter_chain(self.decoding.values(), self.prefilling):
+            seq.rkey_snap = None
+
     def _priority_preemptions(self, preempted: list[str], chunks: dict[Seq, int]) -> None:
         """A waiting call of a strictly better class displaces the worst runners (pure core decides)."""
         head = self.waiting.peek()
@@ -63,13 +84,14 @@ class PriorityMixin:
         service = self._service_now(seq)
         if seq.rkey_snap == snap and service < seq.rkey_until_s:
             return seq.rkey
-        key = self._key(seq)
+        base = self._base_key(seq)
+        key = base if self._tenant_ranks is None else self._fair_key(seq, base)
         until = service  # SRPT keys change with every step: never cached
         if self._static_keys:
             until = math.inf
         elif self._has_levels:
             mlfq = self.policy.mlfq
-            level = key[0]
+            level = base[0]
             if level >= mlfq.num_levels - 1:
                 until = math.inf
             else:
@@ -79,6 +101,15 @@ class PriorityMixin:
         return key
 
     def _key(self, seq: Seq) -> tuple:
+        base = self._base_key(seq)
+        return base if self._tenant_ranks is None else self._fair_key(seq, base)
+
+    def _fair_key(self, seq: Seq, base: tuple) -> tuple:
+        ranks = self._tenant_ranks
+        tenant = self._tenant_of.get(seq.program_id)
+        return fair_share_key(ranks.get(tenant, len(ranks)) if tenant is not None else len(ranks), base)
+
+    def _base_key(self, seq: Seq) -> tuple:
         call = seq.call
         if self._static_keys:
             return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s))
