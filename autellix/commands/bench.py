@@ -92,21 +92,24 @@ def _run_process_table(args: argparse.Namespace) -> int:
         if state_dir is None:
             state_dir = Path(tempfile.mkdtemp(prefix="autellix-bench-", dir="/tmp"))
             stack.callback(shutil.rmtree, state_dir, True)
+        servers: dict[str, int] = {}  # name -> pid of the servers started here, for CPU accounting
         nats_url = os.environ.get("NATS_URL")
         if not nats_url:
             nats = NatsServer(state_dir / "nats").start()
             stack.callback(nats.stop)
             nats_url = nats.url
+            servers["nats_server"] = nats.pid
         database_url = os.environ.get("DATABASE_URL")
         if not database_url:
             pg = EmbeddedPostgres(state_dir / "pg", keep_data=False).start()
             stack.callback(pg.stop)
             database_url = pg.database_url
+            servers["postgres"] = pg.pid
         upgrade(database_url)
         table = _TableProcess(nats_url, database_url, args.batch_size, state_dir / "process_table.log")
         stack.callback(table.stop)
         load_before = os.getloadavg()
-        results = asyncio.run(_measure(nats_url, table, args))
+        results = asyncio.run(_measure(nats_url, table, servers, args))
         load_after = os.getloadavg()
     results["setup"] = {
         "command": "autellix bench process-table " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else
@@ -174,15 +177,58 @@ async def _wait_healthy(bus, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def _measure(nats_url: str, table: _TableProcess, args: argparse.Namespace) -> dict:
+class _CpuMeter:
+    """CPU seconds (user + system) of the table, the servers (PostgreSQL with its backends) and this
+    driver: CPU per event does not depend on what else the machine runs, wall-clock rates do."""
+
+    def __init__(self, table: _TableProcess, servers: dict[str, int]) -> None:
+        self.table = table
+        self.servers = servers
+
+    def _processes(self) -> dict[str, list]:
+        import psutil
+
+        procs: dict[str, list] = {"driver": [psutil.Process(os.getpid())]}
+        if self.table.proc is not None:
+            procs["process_table"] = [psutil.Process(self.table.proc.pid)]
+        for name, pid in self.servers.items():
+            root = psutil.Process(pid)
+            procs[name] = [root, *root.children(recursive=True)]
+        return procs
+
+    def sample(self) -> dict[str, float]:
+        import psutil
+
+        out = {}
+        for name, procs in self._processes().items():
+            total = 0.0
+            for proc in procs:
+                try:
+                    t = proc.cpu_times()
+                    total += t.user + t.system
+                except psutil.NoSuchProcess:  # a backend that ended meanwhile
+                    pass
+            out[name] = total
+        return out
+
+    @staticmethod
+    def per_event_us(before: dict[str, float], after: dict[str, float], num_events: int) -> dict[str, float]:
+        return {name: round(1e6 * (after[name] - before.get(name, 0.0)) / num_events, 1) for name in after}
+
+
+async def _measure(nats_url: str, table: _TableProcess, servers: dict[str, int], args: argparse.Namespace) -> dict:
     from services.process_table import loadtest
     from shared.bus import Bus
 
     bus = await Bus.connect(nats_url, service="bench", connect_timeout_s=5.0)
+    meter = _CpuMeter(table, servers)
+    cpu_at_start: dict[str, float] = {}
 
     async def start_table() -> None:
         table.start()
         await _wait_healthy(bus)
+        cpu_at_start.clear()
+        cpu_at_start.update(meter.sample())
 
     async def stop_table() -> None:
         await asyncio.to_thread(table.stop)
@@ -192,15 +238,18 @@ async def _measure(nats_url: str, table: _TableProcess, args: argparse.Namespace
         await start_table()
         await loadtest.run_throughput(bus, num_events=2000, num_programs=args.programs)  # warm-up, not reported
         drain = await loadtest.run_drain(bus, args.events, args.programs, stop_table, start_table)
+        drain_cpu = meter.per_event_us(cpu_at_start, meter.sample(), args.events)
         live = await loadtest.run_throughput(bus, args.live_events, args.programs)
+        before = meter.sample()
         propagation = await loadtest.run_propagation(bus, args.rate, args.duration_s, args.propagation_programs)
+        propagation_cpu = meter.per_event_us(before, meter.sample(), propagation.num_events)
     finally:
         await bus.close()
     return {
         "events_per_s": drain.events_per_s,
         "propagation_ms": {"p50": propagation.p50_ms, "p99": propagation.p99_ms},
         "targets": {"events_per_s": 20_000, "propagation_p99_ms_at_1000_per_s": 20.0},
-        "drain": loadtest.as_dict(drain),
+        "drain": {**loadtest.as_dict(drain), "cpu_us_per_event": drain_cpu},
         "live": loadtest.as_dict(live),
-        "propagation": loadtest.as_dict(propagation),
+        "propagation": {**loadtest.as_dict(propagation), "cpu_us_per_event": propagation_cpu},
     }

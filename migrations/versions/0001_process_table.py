@@ -88,11 +88,11 @@ def upgrade() -> None:
         # and the per-row check cost a third of the insert time on the completion path (measured)
         sa.PrimaryKeyConstraint("call_id", name="pk_calls"),
     )
-    op.create_index("ix_calls_program_id", "calls", ["program_id"])
+    # calls is append-only on the completion hot path and read only by primary key (idempotency):
+    # no secondary index until a query needs one
 
 
 def downgrade() -> None:
-    op.drop_index("ix_calls_program_id", table_name="calls")
     op.drop_table("calls")
     op.drop_table("threads")
     op.drop_index("ix_programs_open_last_active", table_name="programs")

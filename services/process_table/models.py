@@ -118,7 +118,7 @@ class Call(Base):
     """A completed call; its primary key is what makes completion events idempotent."""
 
     __tablename__ = "calls"
-    __table_args__ = (Index("ix_calls_program_id", "program_id"),)
+    # no secondary index: nothing reads calls by program, and each index costs every insert
 
     call_id: Mapped[str] = mapped_column(Text, primary_key=True)
     # no foreign key: written in the same transaction that creates the program (see migration 0001)

@@ -22,8 +22,9 @@ class ProcessTableSettings(DatabaseSettings):
     completion_batch_size: int = Field(default=1024, ge=1, le=10_000)  # pulled and applied per transaction
     # PLAS ("sum") or ATLAS ("critical_path") for sessions opened here (OpenSession has no field for it)
     default_aggregation: ServiceAggregation = ServiceAggregation.CRITICAL_PATH
-    # a failed database write is retried with exponential backoff for this long, then nak'ed for
-    # redelivery (never acknowledged, never dropped)
+    # session and promotion writes are retried with exponential backoff for this long, then answered
+    # with an error (requests) or nak'ed for redelivery (promotions); completion batches are retried
+    # until they commit, whatever this says (they are never acknowledged before, never dropped)
     db_retry_budget_s: float = Field(default=10.0, gt=0)
     migrate_on_start: bool = False  # run the Alembic migrations before serving
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
