@@ -55,7 +55,8 @@ class RetentionMixin:
         self.tool_profiles = ToolProfiles(cfg.tool_profiles)
         self.session_hints: SessionHints | None = None  # None: session = program, no tool hint
         self.recorder: BlockTraceRecorder | None = None
-        self._trace_ids: dict[str, int] = {}
+        self._trace_ids: dict[str, int] = {}  # live call -> its id in the trace
+        self._next_trace_id = 0
         self._kept: dict[str, list[int]] = {}  # session -> cached block hashes it pins
         self._pauses: dict[str, tuple[float, str]] = {}  # session -> (last call's end, tool class)
         self._next_expiry_s = math.inf
@@ -164,8 +165,8 @@ class RetentionMixin:
 
     # ---- block-access trace (Bélády) ----------------------------------------------------------------
     def _record_admit(self, seq: Seq) -> None:
-        ids = self._trace_ids
-        ids[seq.call_id] = trace_id = len(ids)
+        self._trace_ids[seq.call_id] = trace_id = self._next_trace_id
+        self._next_trace_id += 1
         hint = self.hint_for(seq.call)
         prompt_blocks = seq.prompt_tokens // self.block_size
         self.recorder.call_admitted(self._now, trace_id, hint.session_id,
