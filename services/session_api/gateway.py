@@ -1,8 +1,9 @@
 """The API's side of the mesh: sessions by request/reply to the process table, calls through the
 router, token streams back on the call's own subject, and engine liveness from heartbeats.
 
-A call's stream fails with a retryable 503 when its engine stops heartbeating (the engine left:
-its calls are lost until the reliability work adds recovery), or when a chunk goes missing.
+When a call's engine stops heartbeating, the call is placed again on another engine if the client
+has not seen any of its tokens yet (services/session_api/recovery.py); otherwise, or when the
+client opted out, the stream fails with a retryable 503. A missing chunk is a retryable 503 too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import uuid
 
 from nats.aio.subscription import Subscription
 
+from services.session_api import recovery
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
+from services.session_api.limits import CallLimiter
 from services.session_api.schemas import SessionView
 from services.session_api.settings import SessionApiSettings
 from services.session_api.tokens import OutputIndex
@@ -59,6 +62,15 @@ class CallStream:
         self.cached_tokens = 0
         self._next_index = 0
         self._closed = False
+        # recovery (recovery.py): the placed call, whether tokens are held until the end (a
+        # non-streaming client sees nothing before then), re-placements so far
+        self.route: m.RouteCall | None = None
+        self.hold_tokens = False
+        self.allow_redispatch = True
+        self.redispatches = 0
+        self.tokens_yielded = False
+        self._held: list[int] = []
+        self._release = None  # the admission limits' release, called once on close
 
     def __aiter__(self):
         return self._chunks()
@@ -70,6 +82,8 @@ class CallStream:
                 chunk: m.TokenChunk = await asyncio.wait_for(self._queue.get(), timeout=check_s)
             except TimeoutError:
                 if self.engine_id is not None and not self._gateway.engine_is_live(self.engine_id):
+                    if await recovery.redispatch(self._gateway, self):
+                        continue
                     raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
                                       "was lost; retry the request", code="engine_lost") from None
                 continue
@@ -84,13 +98,30 @@ class CallStream:
                 self.cached_tokens = chunk.prefix_hit_tokens
                 if chunk.error_code:
                     raise _engine_error(chunk)
+            if self.hold_tokens:
+                self._held.extend(chunk.token_ids)
+                if self.done and self._held:
+                    self.tokens_yielded = True
+                    yield self._held
+                continue
             if chunk.token_ids:
+                self.tokens_yielded = True
                 yield chunk.token_ids
+
+    def restart(self, engine_id: str) -> None:
+        """The call now runs on `engine_id` from its start: forget the lost engine's chunks."""
+        self.engine_id = engine_id
+        self._next_index = 0
+        self._held = []
+        while not self._queue.empty():
+            self._queue.get_nowait()
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._release is not None:
+            self._release()
         try:
             await self._sub.unsubscribe()
         except Exception:  # connection closing: nothing to release
@@ -113,6 +144,7 @@ class Gateway:
         self.bus = bus
         self.settings = settings
         self.outputs = OutputIndex()
+        self.limits = CallLimiter.from_settings(settings)
         self._engine_seen_s: dict[str, float] = {}
         self._hb_sub: Subscription | None = None
 
@@ -192,7 +224,15 @@ class Gateway:
     # --- calls ---------------------------------------------------------------------------------
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
-        Errors before any token (404, 409, 503) surface here, before the response starts."""
+        Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
+        self.limits.admit(tenant, call.session_id)
+        try:
+            return await self._start_call(tenant, call, model)
+        except BaseException:
+            self.limits.release(tenant, call.session_id)
+            raise
+
+    async def _start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         primary_engine = None
         program_started_at_ns = time.time_ns()
         if call.session_id is not None:
@@ -237,4 +277,6 @@ class Gateway:
             await stream.close()
             raise
         stream.engine_id = routed.engine_id
+        stream.route = route
+        stream._release = lambda: self.limits.release(tenant, call.session_id)
         return stream

@@ -19,6 +19,13 @@ class SessionApiSettings(MeshSettings):
     # a call whose engine has sent no heartbeat for this long fails with a retryable 503
     engine_ttl_s: float = Field(default=3.0, gt=0)
     route_timeout_s: float = Field(default=5.0, gt=0)
+    # admission limits (services/session_api/limits.py): 429 with Retry-After when exceeded
+    max_concurrent_calls_per_session: int = Field(default=256, ge=1)
+    max_concurrent_calls_per_tenant: int = Field(default=4096, ge=1)
+    max_requests_per_s_per_tenant: float = Field(default=0.0, ge=0)  # 0: no rate limit
+    request_burst_per_tenant: int = Field(default=1000, ge=1)
+    # a call whose engine died before the client saw a token is placed again, up to this many times
+    max_redispatches: int = Field(default=2, ge=0)
 
     @model_validator(mode="after")
     def _keys_in_production(self) -> SessionApiSettings:

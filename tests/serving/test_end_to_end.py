@@ -184,7 +184,8 @@ async def test_health_metrics_and_openapi(stack):
 async def test_engine_that_disappears_fails_its_calls_with_a_retryable_error(stack):
     client = _client(stack)
     stream = await client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "a long answer please"}], max_tokens=3000, stream=True)
+        model=MODEL, messages=[{"role": "user", "content": "a long answer please"}], max_tokens=3000, stream=True,
+        extra_headers={"X-Autellix-Redispatch": "off"})  # opted out of re-dispatch (tests/reliability)
     it = stream.__aiter__()
     await it.__anext__()  # the call is on an engine now
     holder = next(e for e, a in stack.agents.items() if a.agent.calls)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from services.session_api import metrics
+from services.session_api import metrics, recovery
 from services.session_api.calls import PreparedCall, prepare_chat, prepare_completion
 from services.session_api.deps import CurrentTenant, GatewayDep, SettingsDep
 from services.session_api.errors import ApiError, error_body
@@ -43,6 +43,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
                            gateway: GatewayDep, settings: SettingsDep):
     prepared = prepare_chat(request, body, settings, gateway.outputs)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
+    recovery.configure(stream, request, body.stream)
     created = int(time.time())
     cid = f"chatcmpl-{prepared.call_id}"
     if body.stream:
@@ -65,6 +66,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
                       gateway: GatewayDep, settings: SettingsDep):
     prepared = prepare_completion(request, body, settings, gateway.outputs)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
+    recovery.configure(stream, request, body.stream)
     created = int(time.time())
     cid = f"cmpl-{prepared.call_id}"
     if body.stream:

@@ -1,0 +1,61 @@
+"""Re-dispatch of a call whose engine died: the API places it again, on another engine.
+
+The API is the one place that knows what a client has already seen, so recovery lives here:
+- a call whose engine stops heartbeating (`engine_ttl_s`) before the client received any of its
+  tokens is sent to the router again with the same call id, and its token stream restarts from
+  chunk 0 on the new engine; the lost engine's chunks are dropped;
+- a non-streaming client sees nothing until the call ends, so its call is held server-side and is
+  always restartable; a streaming client that already got tokens gets a retryable 503
+  (`engine_lost`) instead of duplicated tokens;
+- a client can opt out with the header `X-Autellix-Redispatch: off` (it then gets the 503 at once);
+- at most `max_redispatches` placements per call.
+
+Counting stays exact: the call id is unchanged, and the process table applies a completion once
+per call id, so a dead engine's completion that did reach JetStream and the new engine's one are
+not both counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+from shared.bus.errors import BusError
+from shared.logging import get_logger
+from shared.protocol import subjects
+
+if TYPE_CHECKING:
+    from services.session_api.gateway import CallStream, Gateway
+
+REDISPATCH_HEADER = "x-autellix-redispatch"
+_OPT_OUT = {"off", "no", "never", "false", "0"}
+
+log = get_logger()
+
+
+def configure(stream: CallStream, request: Request, client_streams: bool) -> None:
+    """Called by the completion routes once the call is placed."""
+    stream.hold_tokens = not client_streams
+    stream.allow_redispatch = request.headers.get(REDISPATCH_HEADER, "").strip().lower() not in _OPT_OUT
+
+
+async def redispatch(gateway: Gateway, stream: CallStream) -> bool:
+    """Place the call of `stream` again after its engine was lost; False when it may not or cannot."""
+    if (not stream.allow_redispatch or stream.route is None or stream.tokens_yielded
+            or stream.redispatches >= gateway.settings.max_redispatches):
+        return False
+    lost = stream.engine_id
+    # the lost engine may have been the program's primary one: let the router choose afresh
+    route = dataclasses.replace(stream.route, primary_engine=None)
+    try:
+        routed = await gateway.bus.request(subjects.router_route(), route, timeout_s=gateway.settings.route_timeout_s)
+    except BusError as exc:
+        log.warning("call_redispatch_failed", call_id=stream.call_id, engine_id=lost, error=str(exc))
+        return False
+    stream.redispatches += 1
+    stream.restart(routed.engine_id)
+    log.info("call_redispatched", call_id=stream.call_id, engine_id=routed.engine_id, lost_engine_id=lost,
+             attempt=stream.redispatches)
+    return True
