@@ -36,8 +36,8 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
-REQUEST_CONCURRENCY = 16
-MAX_RETRY_DELAY_S = 2.0  # session requests in flight per instance (each holds a pooled connection)
+REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
+MAX_RETRY_DELAY_S = 2.0  # backoff ceiling while a completion batch keeps failing to commit
 
 
 class ProcessTableService:
