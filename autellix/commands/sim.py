@@ -17,6 +17,7 @@ from loadgen.sim.engines import (
     check_available,
 )
 from loadgen.sim.experiment import ExperimentConfig
+from loadgen.sim.kv_cli import add_kv_arguments, is_kv_mode, run_kv
 from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
@@ -31,8 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sim", help="simulate policies over arrival rates; max rate at the SLO",
                               description=__doc__)
     p.add_argument("--workload", default="mixed", help=f"one of: {', '.join(sorted(WORKLOADS))}")
-    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
-                   help="comma list; fcfs-v0 is the paper's vLLM 0.6.1 baseline (v0, no prefix cache)")
+    p.add_argument("--policies", default=None,
+                   help="comma list; fcfs-v0 is the paper's vLLM 0.6.1 baseline (v0, no prefix cache); "
+                        f"default {','.join(DEFAULT_POLICIES)} (KV mode: fcfs)")
     p.add_argument("--engines", type=int, default=1)
     rates = p.add_mutually_exclusive_group()
     rates.add_argument("--rates", help="comma list of program arrival rates (programs/s)")
@@ -43,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     slo.add_argument("--slo-multiple", default="5,10",
                      help="SLO(s) as multiples of the unloaded normalized latency (default 5,10)")
     p.add_argument("--preset", default=DEFAULT_PRESET)
-    p.add_argument("--router", default="locality")
+    p.add_argument("--router", default=None,
+                   help="locality (default), least-loaded, round-robin; KV mode: a comma list, affinity too")
     p.add_argument("--locality-threshold", type=int, default=2048, help="tokens (paper: 2048)")
     p.add_argument("--engine", default="lite", help=f"one of: {', '.join(ENGINE_KINDS)}")
     p.add_argument("--batching", default="v1", help=f"one of: {', '.join(BATCHING_MODES)}")
@@ -61,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="json_path")
     p.add_argument("--plot", dest="plot_path")
     p.add_argument("--quiet", action="store_true")
+    add_kv_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -108,8 +112,9 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     if bisect < 0:
         raise ValueError(f"--bisect-steps must be >= 0, got {bisect}")
     return ExperimentConfig(
-        workload=args.workload, policies=parse_variants(args.policies), num_engines=args.engines,
-        engine=engine, router=parse_router(args.router), locality_threshold_tokens=args.locality_threshold,
+        workload=args.workload, policies=parse_variants(args.policies or ",".join(DEFAULT_POLICIES)),
+        num_engines=args.engines, engine=engine, router=parse_router(args.router or "locality"),
+        locality_threshold_tokens=args.locality_threshold,
         seed=args.seed, num_programs=num_programs,
         rates=tuple(sorted(_positive_floats(args.rates, "rates"))) if args.rates else None,
         slo_s=_positive_floats(args.slo, "SLO") if args.slo else None,
@@ -147,6 +152,8 @@ def print_summary(result: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from loadgen.sim.report import run_experiment
 
+    if is_kv_mode(args):  # issue 6: --kv-policy, --router affinity, --fairness, --belady
+        return run_kv(args)
     config = config_from_args(args)
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = run_experiment(config, progress)

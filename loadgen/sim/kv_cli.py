@@ -1,0 +1,129 @@
+"""`autellix sim` options of issue 6 (KV policies, affinity router, AFS, Bélády) and their mode.
+
+Any of `--kv-policy`, `--belady`, `--fairness` or `affinity` in `--router` selects the KV mode:
+one arrival rate (`--rates R`), every combination of the given KV policies, routers, scheduling
+policies and fairness modes on the same programs and arrivals (see `kv_experiments.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from loadgen.sim.kv_experiments import (
+    AFFINITY,
+    FAIRNESS_MODES,
+    KV_POLICIES,
+    KvExperimentConfig,
+    parse_list,
+    parse_routers,
+    run_kv_experiment,
+)
+from loadgen.workloads.registry import WORKLOADS
+from shared.core.policy import PolicyName, parse_policy
+from shared.engine.cost_model import get_preset
+
+KV_DEFAULT_PROGRAMS = 40
+
+
+def add_kv_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("KV retention, affinity and fairness (issue 6; selects the KV mode)")
+    g.add_argument("--kv-policy", default=None,
+                   help=f"comma list of {', '.join(KV_POLICIES)} (KV mode default: prefix-lru,workflow)")
+    g.add_argument("--belady", action="store_true",
+                   help="record the block trace of the prefix-lru run and report competitive ratios vs Belady")
+    g.add_argument("--fairness", default=None, help=f"comma list of {', '.join(FAIRNESS_MODES)} (default off)")
+    g.add_argument("--num-blocks", type=int, default=None, help="KV blocks per engine (default: the preset's)")
+    g.add_argument("--slo-task-multiple", type=float, default=3.0,
+                   help="tenant SLO = this x the mean isolated task completion time of its class (default 3)")
+
+
+def is_kv_mode(args: argparse.Namespace) -> bool:
+    routers = [r.strip().lower() for r in str(args.router).split(",")] if args.router else []
+    return (args.kv_policy is not None or args.belady or args.fairness is not None or AFFINITY in routers
+            or len(routers) > 1)
+
+
+def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
+    if args.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
+    get_preset(args.preset)
+    if args.engine != "lite":
+        raise ValueError("KV retention, affinity and fairness run on the lite engine: use --engine lite")
+    if args.preemption != "recompute":
+        raise ValueError("the KV mode compares recompute preemption only: use --preemption recompute")
+    if not args.rates:
+        raise ValueError("the KV mode runs at one arrival rate: give --rates R (programs/s)")
+    try:
+        rates = [float(x) for x in args.rates.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"rates must be comma-separated numbers, got {args.rates!r}") from None
+    if len(rates) != 1 or not (rates[0] > 0 and math.isfinite(rates[0])):
+        raise ValueError(f"the KV mode takes exactly one positive rate, got {args.rates!r}")
+    if args.engines < 1:
+        raise ValueError(f"--engines must be a positive integer, got {args.engines}")
+    if args.num_blocks is not None and args.num_blocks < 1:
+        raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
+    if not (args.slo_task_multiple > 0 and math.isfinite(args.slo_task_multiple)):
+        raise ValueError(f"--slo-task-multiple must be positive, got {args.slo_task_multiple}")
+    num_programs = args.programs if args.programs is not None else KV_DEFAULT_PROGRAMS
+    if num_programs < 2:
+        raise ValueError(f"--programs must be at least 2, got {num_programs}")
+    kv = parse_list(args.kv_policy or "prefix-lru,workflow", KV_POLICIES, "kv policy")
+    if args.belady and not any(k != "lru" for k in kv):
+        raise ValueError("--belady records the trace of a prefix-cache run: add prefix-lru or workflow")
+    policies = tuple(parse_policy(n) for n in (args.policies or "fcfs").split(",") if n.strip())
+    if not policies or PolicyName.SRPT in policies:
+        raise ValueError("the KV mode takes non-clairvoyant policies: fcfs, mlfq, plas, atlas")
+    return KvExperimentConfig(
+        workload=args.workload, kv_policies=kv, routers=parse_routers(args.router or "least-loaded,affinity"),
+        policies=policies,
+        fairness=parse_list(args.fairness or "off", FAIRNESS_MODES, "fairness mode"),
+        num_engines=args.engines, rate=rates[0], num_programs=num_programs, seed=args.seed,
+        preset=args.preset.strip().lower(), num_blocks=args.num_blocks, batching=args.batching,
+        beta=_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady)
+
+
+def _beta(text: str) -> float | None:
+    if str(text).strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"beta must be a positive number or 'none', got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"beta must be a positive number or 'none', got {text!r}")
+    return value
+
+
+def run_kv(args: argparse.Namespace) -> int:
+    config = kv_config_from_args(args)
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    result = run_kv_experiment(config, progress)
+    result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
+    print(f"workload {result['workload']}, {result['engines']} engine(s), rate {result['rate']:g}/s, "
+          f"{result['num_programs']} programs, seed {result['seed']}, SLOs {result['slo_by_tenant_class_s']}")
+    for name, r in result["policies"].items():
+        ratio = r.get("competitive_ratio_vs_belady")
+        tct = "unfinished" if r["tct_mean_s"] is None else f"{r['tct_mean_s']:.1f}"
+        print(f"{name:40s} tct {tct} s  recompute {r['recompute_share']:.3f}  "
+              f"slo {', '.join(f'{k} {v:.2f}' for k, v in r['slo_attainment'].items())}  "
+              f"done/s {r['completed_per_s']:.3f}" + (f"  vs belady {ratio:.3f}" if ratio is not None else ""))
+    print(f"wall {result['wall_s']:.1f} s")
+    return 0
+
+
+def _finite(o: object) -> object:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    return o
