@@ -62,19 +62,23 @@ class RealTimeStepper:
         self._stopping = True
         self._wakeup.set()
 
-    def _flush_pending(self) -> None:
+    def _flush_pending(self) -> float:
+        """Submit the held calls; returns the latest arrival among them (0 if none)."""
         pending, self._pending = self._pending, []
+        latest_s = 0.0
         for call in pending:
+            latest_s = max(latest_s, call.arrival_s)
             try:
                 self.engine.submit(call, call.arrival_s)
             except ValueError as exc:  # this call cannot run here; the others go on
                 if self._on_reject is None:
                     raise
                 self._on_reject(call, exc)
+        return latest_s
 
     async def run(self) -> None:
         while not self._stopping:
-            self._flush_pending()
+            latest_arrival_s = self._flush_pending()
             if not self.engine.has_work():
                 self._wakeup.clear()
                 if not self._pending:
@@ -88,6 +92,7 @@ class RealTimeStepper:
                 start_s = self._last_end_s
             else:  # idle in between (or far behind): resume on the wall clock
                 start_s = max(wall_s, self._last_end_s)
+            start_s = max(start_s, latest_arrival_s)  # a step never includes a call before it arrived
             report = self.engine.step(start_s)
             if report is None:  # work exists but nothing can run now (e.g. all blocked): poll
                 self._wakeup.clear()
