@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from loadgen.sim.engines import EngineOptions, build_engines
 from loadgen.sim.oracle import IsolatedCallTime
-from loadgen.sim.search import SearchPlan, SearchResult, search_max_rate
+from loadgen.sim.search import SearchPlan, SearchResult, doubling_consistent, search_max_rate
 from loadgen.sim.simulator import SimConfig, Simulation
 from loadgen.sim.stability import StabilityRule, crossing_from_points, judge
 from loadgen.sim.variants import VARIANTS, PolicyVariant
@@ -189,8 +189,7 @@ class Experiment:
         if first.hi_rate is not None:
             self.point(variant, first.hi_rate, n2)
         doubled = crossing_from_points(self.points_of(variant, n2), slo_s)
-        tol = cfg.stability.doubling_tolerance
-        return SearchResult(first, doubled, abs(doubled.max_rate - first.max_rate) <= tol * first.max_rate)
+        return SearchResult(first, doubled, doubling_consistent(first, doubled, cfg.stability))
 
     def run_policy(self, variant: PolicyVariant, slos: list[dict]) -> dict:
         cfg = self.config

@@ -126,6 +126,7 @@ class KvSimulation(Simulation):
         self._pins: dict[str, Pin] = {}
         self._idle_since: dict[str, float | None] = dict.fromkeys(self._engine_ids)
         self.tct_s: dict[str, float] = {}  # program -> task completion time
+        self.engine_of_call: dict[str, str] = {}  # where each call was routed (last, after steals)
         self.prefill_tokens = 0
         self.recomputed_tokens = 0
         self.migrations = 0
@@ -155,7 +156,9 @@ class KvSimulation(Simulation):
 
     def _route(self, run: ProgramRun, call: EngineCall) -> str:
         if self.options.affinity is None:
-            return super()._route(run, call)
+            engine_id = super()._route(run, call)
+            self.engine_of_call[call.call_id] = engine_id
+            return engine_id
         loads = {eid: self._engines[eid].load() for eid in self._engine_ids}
         pid = run.spec.program_id
         route = route_with_affinity(pid, self._pins.get(pid), loads)
@@ -163,6 +166,7 @@ class KvSimulation(Simulation):
         check = check_request_epoch(route.pin.epoch, route.pin, route.engine_id)
         if not check.accept:  # cannot happen with instant routing; counted, then re-routed
             self.stale_rejections += 1
+        self.engine_of_call[call.call_id] = route.engine_id
         return route.engine_id
 
     def _ready(self, run: ProgramRun, index: int, now: float) -> None:
@@ -237,6 +241,7 @@ class KvSimulation(Simulation):
             for call in calls:
                 src.abort(call.call_id)
                 dst.submit(call, now)
+                self.engine_of_call[call.call_id] = m.to_engine
                 self._calls_per_engine[m.to_engine] += 1
             src.release_session(m.session_id)
             self._pins[m.session_id] = m.new_pin

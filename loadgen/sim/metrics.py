@@ -101,8 +101,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def window_throughput_ratio(arrivals_s: list[float], finishes_s: list[float],
-                            warmup_frac: float = 0.25) -> tuple[float, float, float]:
-    """(departures / arrivals, arrival rate, departure rate) inside the steady-state window.
+                            warmup_frac: float = 0.25) -> tuple[float, float, float, int]:
+    """(departures / arrivals, arrival rate, departure rate, arrivals) in the steady-state window.
 
     The window runs from the arrival of the program at `warmup_frac` of the run to the last
     arrival. In steady state departures in the window equal arrivals in it, up to the change of the
@@ -112,15 +112,15 @@ def window_throughput_ratio(arrivals_s: list[float], finishes_s: list[float],
     """
     arr = sorted(arrivals_s)
     if len(arr) < 2:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, 0
     lo_t = arr[min(int(len(arr) * warmup_frac), len(arr) - 2)]
     hi_t = arr[-1]
     width = hi_t - lo_t
     if width <= 0:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, 0
     n_arr = sum(1 for t in arr if lo_t < t <= hi_t)
     n_dep = sum(1 for t in finishes_s if lo_t < t <= hi_t)
-    return n_dep / n_arr, n_arr / width, n_dep / width
+    return n_dep / n_arr, n_arr / width, n_dep / width, n_arr
 
 
 @dataclass
@@ -171,7 +171,10 @@ class PointOutcome:
         first_arrival = min(self.arrivals_s) if self.arrivals_s else 0.0
         last_finish = max((r.finish_s for r in recs), default=first_arrival)
         span_s = max(last_finish - first_arrival, 1e-12)
-        ratio, arrival_rate, finish_rate = window_throughput_ratio(self.arrivals_s, [r.finish_s for r in recs])
+        ratio, arrival_rate, finish_rate, window_arrivals = window_throughput_ratio(
+            self.arrivals_s, [r.finish_s for r in recs])
+        # Little's law over the whole run: programs in the system on average
+        in_system = sum(r.response_s for r in recs) / span_s if recs else math.inf
         call_time = sum(r.wait_s + r.service_s + r.delay_s for r in recs)
         by_workload: dict[str, list[float]] = {}
         for r in recs:
@@ -187,6 +190,8 @@ class PointOutcome:
             "arrival_rate_measured": arrival_rate,
             "finish_rate_measured": finish_rate,
             "throughput_ratio": ratio,
+            "window_arrivals": window_arrivals,
+            "mean_programs_in_system": in_system,
             "mean_norm_latency_s": norm.mean_s,
             "p50_norm_latency_s": norm.p50_s,
             "p95_norm_latency_s": norm.p95_s,

@@ -83,5 +83,14 @@ def search_max_rate(evaluate: Evaluate, points_of: Callable[[int], list[dict]], 
     step = max(step, 1.02)
     _refine(evaluate, slo_s, start, n2, step, 1, plan.max_moves)
     doubled = crossing_from_points(points_of(n2), slo_s)
-    consistent = abs(doubled.max_rate - first.max_rate) <= rule.doubling_tolerance * first.max_rate
-    return SearchResult(first, doubled, consistent)
+    return SearchResult(first, doubled, doubling_consistent(first, doubled, rule))
+
+
+def doubling_consistent(first: Crossing, doubled: Crossing, rule: StabilityRule) -> bool:
+    """The 2N answer agrees with N's at the sweep's resolution: inside N's final bracket, or
+    within `doubling_tolerance` of N's answer."""
+    if abs(doubled.max_rate - first.max_rate) <= rule.doubling_tolerance * first.max_rate:
+        return True
+    lo = first.lo_rate if first.lo_rate is not None else first.max_rate
+    hi = first.hi_rate if first.hi_rate is not None else first.max_rate
+    return lo * (1 - 1e-9) <= doubled.max_rate <= hi * (1 + 1e-9)

@@ -1,7 +1,11 @@
 """When a (policy, rate) point counts, and the highest rate whose mean latency meets the SLO.
 
-A point is *stable* when every program finished before the time cap and the departure rate
-tracks the arrival rate within `throughput_tolerance` (see metrics.span_rate). A point is *good*
+A point is *stable* when every program finished before the time cap and departures in the
+steady-state window track arrivals (metrics.window_throughput_ratio) within `throughput_tolerance`
+plus a noise allowance: even a stable run's departures in a window differ from its arrivals by
+the change in the number of programs in the system, whose spread is about sqrt(L) programs
+(L = mean number in system), so the allowance is `noise_sds` x sqrt(L) / arrivals in the window.
+A backlog past saturation grows with the run's length and exceeds any fixed allowance. A point is *good*
 for an SLO when it is stable and its mean normalized latency is <= the SLO. Past saturation a
 finite run's latency can fall back under the SLO, so only the first crossing going up counts:
 the answer is read from the last good point before the first bad one, never from later points.
@@ -17,7 +21,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class StabilityRule:
     throughput_tolerance: float = 0.05  # "within a few percent of the arrival rate"
-    doubling_tolerance: float = 0.10  # the answer with 2N programs must be within this of N's
+    noise_sds: float = 2.0
+    # the answer with 2N programs must fall in N's final bracket, or within this fraction of it
+    doubling_tolerance: float = 0.10
 
 
 def judge(summary: dict, rule: StabilityRule) -> tuple[bool, str]:
@@ -25,9 +31,16 @@ def judge(summary: dict, rule: StabilityRule) -> tuple[bool, str]:
         why = summary.get("stop_reason") or "time cap"
         return False, f"unfinished: {summary['completed_programs']}/{summary['num_programs']} programs ({why})"
     ratio = summary["throughput_ratio"]
-    if not ratio >= 1.0 - rule.throughput_tolerance:  # NaN (too few programs) fails too
-        return False, f"departures {ratio:.3f} x arrivals (< {1 - rule.throughput_tolerance:.2f})"
+    floor = throughput_floor(summary, rule)
+    if not ratio >= floor:  # NaN (too few programs) fails too
+        return False, f"departures {ratio:.3f} x arrivals (< {floor:.3f})"
     return True, "stable"
+
+
+def throughput_floor(summary: dict, rule: StabilityRule) -> float:
+    window_arrivals = max(summary.get("window_arrivals") or 0, 1)
+    in_system = max(summary.get("mean_programs_in_system") or 0.0, 0.0)
+    return 1.0 - rule.throughput_tolerance - rule.noise_sds * math.sqrt(in_system) / window_arrivals
 
 
 def is_good(point: dict, slo_s: float) -> bool:

@@ -10,6 +10,7 @@ from loadgen.sim.stability import StabilityRule, crossing_from_points, judge
 
 def _summary(ratio=1.0, finished=True):
     return {"cap_hit": not finished, "all_finished": finished, "throughput_ratio": ratio,
+            "window_arrivals": 10_000, "mean_programs_in_system": 1.0,
             "completed_programs": 10 if finished else 7, "num_programs": 10}
 
 
@@ -78,3 +79,11 @@ def test_search_walks_down_when_the_start_is_too_high():
     res = search_max_rate(evaluate, points_of, 0.05, 100, SearchPlan(start_rate=50.0, check_doubling=False),
                           StabilityRule())
     assert 0.5 < res.max_rate <= 0.8 + 1e-9
+
+
+def test_noise_allowance_shrinks_with_run_length():
+    rule = StabilityRule(throughput_tolerance=0.05, noise_sds=2.0)
+    small = {**_summary(0.90), "window_arrivals": 75, "mean_programs_in_system": 10.0}
+    large = {**_summary(0.90), "window_arrivals": 3000, "mean_programs_in_system": 10.0}
+    assert judge(small, rule)[0]  # 2 * sqrt(10) / 75 = 8.4% of noise: 0.90 is within it
+    assert not judge(large, rule)[0]  # a 10% deficit over 3000 arrivals is a backlog

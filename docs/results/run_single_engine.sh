@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Single-engine comparison of every policy on one workload (docs/results/README.md).
+# Usage: docs/results/run_single_engine.sh WORKLOAD [extra autellix sim flags]
+set -euo pipefail
+w="$1"; shift
+out="docs/results"
+.venv/bin/autellix sim --workload "$w" --sweep --engines 1 --seed 0 --slo-multiple 5,10 \
+  --programs 150 --max-programs 2000 --bisect-steps 2 \
+  --json "$out/$w-1engine.json" --plot "$out/$w-1engine.png" "$@"
