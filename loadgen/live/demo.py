@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 from loadgen.live.regime import RegimeSampler
-from loadgen.live.run import LiveRunConfig, run_live
+from loadgen.live.report import finite
+from loadgen.live.run import LiveRunConfig, programs_for, run_live
+from loadgen.live.sim_twin import simulate_point
 from loadgen.live.stack_process import start_stack
 
 
@@ -35,7 +37,7 @@ async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
         try:
             if stack.nats_url:
                 await sampler.start(stack.nats_url)
-            live = await run_live(LiveRunConfig(
+            live = await run_live(live_config := LiveRunConfig(
                 url=stack.url, api_key=stack.api_key, workload=config.workload, rates=[config.rate],
                 duration_s=config.duration_s, seed=config.seed, drain_timeout_s=config.drain_timeout_s,
                 policy_label=policy), progress)
@@ -46,6 +48,16 @@ async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
             await asyncio.to_thread(stack.stop)
         point = live["policies"][policy]["points"][0]
         point["regime"] = regime
-        policies[policy] = {"points": [point]}
-    return {"mode": "live-demo", "config": asdict(config), "workload": config.workload, "seed": config.seed,
-            "policies": policies}
+        policies[policy] = {"points": [point], "simulated": await asyncio.to_thread(_twin, config, live_config)}
+    return finite({"mode": "live-demo", "config": asdict(config), "workload": config.workload,
+                   "seed": config.seed, "policies": policies})
+
+
+def _twin(config: DemoConfig, live_config: LiveRunConfig) -> dict:
+    """The simulator's prediction for the same point (after the stack stopped: no CPU contention)."""
+    programs = programs_for(live_config, config.rate)
+    cutoff_s = max(p.arrival_s for p in programs) + config.drain_timeout_s
+    try:
+        return simulate_point(programs, live_config.policy_label, config.engines, config.max_num_seqs, cutoff_s)
+    except Exception as exc:  # the simulator is optional to the demo: say why it is missing
+        return {"error": f"{type(exc).__name__}: {exc}"}

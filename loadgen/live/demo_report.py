@@ -17,14 +17,22 @@ def format_table(result: dict) -> str:
              f"{'policy':8s} {'done':>9s} {'programs/s':>11s} {'mean ms/tok':>12s} {'p95':>8s} {'p99':>8s} "
              f"{'run/eng':>8s} {'wait/eng':>9s} {'kv max':>7s}"]
     for name, pol in result["policies"].items():
-        p = pol["points"][0]
-        r = p.get("regime", {})
-        lines.append(
-            f"{name:8s} {p['completed_programs']:>4d}/{p['num_programs']:<4d} {p['completed_per_s'] or 0:11.3f} "
+        lines.append(_row(f"{name}", pol["points"][0]))
+        sim = pol.get("simulated") or {}
+        if "error" in sim:
+            lines.append(f"  sim: unavailable ({sim['error']})")
+        elif sim:
+            lines.append(_row("  sim", sim))
+    lines.append("rows 'sim': the offline simulator on the same programs, arrivals, engines and cutoff")
+    return "\n".join(lines)
+
+
+def _row(label: str, p: dict) -> str:
+    r = p.get("regime", {})
+    return (f"{label:8s} {p['completed_programs']:>4d}/{p['num_programs']:<4d} {p['completed_per_s'] or 0:11.3f} "
             f"{_ms(p['mean_norm_latency_s']):>12s} {_ms(p['p95_norm_latency_s']):>8s} "
             f"{_ms(p['p99_norm_latency_s']):>8s} {r.get('mean_running_calls', 0):8.1f} "
             f"{r.get('mean_waiting_calls', 0):9.1f} {r.get('max_kv_use', 0):7.2f}")
-    return "\n".join(lines)
 
 
 def plot_demo(result: dict, path: Path) -> None:
