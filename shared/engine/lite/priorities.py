@@ -18,6 +18,7 @@ from shared.core.starvation import should_promote
 from shared.engine.lite.config import BatchingMode
 from shared.engine.lite.sequence import Seq
 
+FAIR_CLASS_SPAN = 1_000_000  # more than any class (MLFQ level) a policy key carries
 MAX_PRIORITY_PREEMPTIONS = 8  # per decision: bounds the work and the churn of one quantum
 
 
@@ -36,8 +37,7 @@ class PriorityMixin:
         if new == self._tenant_ranks:
             return
         self._tenant_ranks = new
-        for group in list(self.waiting.by_program.values()):
-            self._rekey(group)
+        self.waiting.rekey_all(self._key)
         for seq in iter_chain(self.decoding.values(), self.prefilling):
             seq.rkey_snap = None
 
@@ -55,8 +55,9 @@ class PriorityMixin:
             return
         if seqs_full:
             cands = self.waiting.best(min(len(running), MAX_PRIORITY_PREEMPTIONS))
-            plan = plan_preemptions([(c.key, c.order) for c in cands],
-                                    [(k, o) for o, (k, _) in running.items()], free_slots=0)
+            pk = self._preemption_key
+            plan = plan_preemptions([(pk(c.key), c.order) for c in cands],
+                                    [(pk(k), o) for o, (k, _) in running.items()], free_slots=0)
             for p in plan:
                 self._preempt(running[p.victim][1], preempted, chunks, kv_exhausted=False)
             return
@@ -67,11 +68,20 @@ class PriorityMixin:
         for _ in range(MAX_PRIORITY_PREEMPTIONS):
             if self.pool.num_free >= need or not running:
                 break
-            plan = plan_preemptions([(head.key, head.order)], [(k, o) for o, (k, _) in running.items()], 0)
+            pk = self._preemption_key
+            plan = plan_preemptions([(pk(head.key), head.order)], [(pk(k), o) for o, (k, _) in running.items()], 0)
             if not plan:
                 break
             _, victim = running.pop(plan[0].victim)
             self._preempt(victim, preempted, chunks, kv_exhausted=False)
+
+    def _preemption_key(self, key: tuple) -> tuple:
+        """`plan_preemptions` compares a numeric class (key[0]); a fair-share class is the pair
+        (tenant rank, level): map it to rank x FAIR_CLASS_SPAN + level, the same order."""
+        if self._tenant_ranks is None:
+            return key
+        rank, level = key[0]
+        return (rank * FAIR_CLASS_SPAN + level,) + key[1:]
 
     def _running_keyed(self) -> list[tuple[tuple, Seq]]:
         return [(self._running_key(s), s) for s in iter_chain(self.decoding.values(), self.prefilling)]

@@ -31,6 +31,17 @@ class WaitingQueue:
         if len(self._heap) > 2 * len(self.members) + 64:
             self._compact()
 
+    def rekey_all(self, key_of) -> None:
+        """Re-key every queued call and rebuild the heap (keys may change shape: no stale entry
+        of the old shape may stay to be compared with a new one)."""
+        heap = []
+        for seq in self.members.values():
+            seq.key = key_of(seq)
+            seq.queue_ver += 1
+            heap.append((seq.key, seq.order, seq.queue_ver, seq))
+        heapq.heapify(heap)
+        self._heap = heap
+
     def remove(self, seq: Seq) -> None:
         del self.members[seq.call_id]
         group = self.by_program[seq.program_id]
