@@ -1,0 +1,71 @@
+"""Build the lite-vs-emulated fidelity table from `autellix sim --json` outputs.
+
+Run: `python -m tests.vllm.fidelity_table DIR OUT.md` where DIR holds `<workload>-lite.json` and
+`<workload>-emulated.json` pairs (same command, only `--engine` differs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+TOLERANCE = 0.15  # issue 5: per-policy max rate at SLO within +-15%
+
+
+def _order(rates: dict[str, float]) -> str:
+    """'plas = atlas > mlfq > fcfs': best first, equal rates joined by '='."""
+    groups: dict[float, list[str]] = {}
+    for pol, rate in rates.items():
+        groups.setdefault(rate, []).append(pol)
+    return " > ".join(" = ".join(sorted(groups[r])) for r in sorted(groups, reverse=True))
+
+
+def _ranks_agree(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Same ordering, ties counted: every pair compares the same way in both engines."""
+    pols = sorted(a)
+    return all((a[x] > a[y]) == (b[x] > b[y]) and (a[x] == a[y]) == (b[x] == b[y])
+               for x in pols for y in pols if x < y)
+
+
+def table(run_dir: Path) -> str:
+    lines = ["| workload | SLO | policy | lite max rate | emulated max rate | emulated/lite | within 15% |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    orders, points = [], []
+    for lite_path in sorted(run_dir.glob("*-lite.json")):
+        workload = lite_path.name.removesuffix("-lite.json")
+        emu_path = run_dir / f"{workload}-emulated.json"
+        if not emu_path.exists():
+            continue
+        lite, emu = json.loads(lite_path.read_text()), json.loads(emu_path.read_text())
+        for slo in lite["ratios"]:
+            lr, er = lite["ratios"][slo]["max_rate"], emu["ratios"][slo]["max_rate"]
+            for pol in lr:
+                a, b = lr[pol], er.get(pol)
+                ratio = b / a if a and b else None
+                ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
+                lines.append(f"| {workload} | {slo} | {pol} | {a:.4g} | {b:.4g} | "
+                             f"{'n/a' if ratio is None else f'{ratio:.3f}'} | {'yes' if ok else 'NO'} |")
+            orders.append(f"| {workload} | {slo} | {_order(lr)} | {_order(er)} | "
+                          f"{'yes' if _ranks_agree(lr, er) else 'NO'} |")
+        for pol, lp in lite["policies"].items():
+            ep = {round(p["rate"], 6): p for p in emu["policies"].get(pol, {}).get("points", [])}
+            for p in lp["points"]:
+                q = ep.get(round(p["rate"], 6))
+                if q is None or p.get("mean_norm_latency_s") is None or q.get("mean_norm_latency_s") is None:
+                    continue
+                lm, em = 1000 * p["mean_norm_latency_s"], 1000 * q["mean_norm_latency_s"]
+                points.append(f"| {workload} | {pol} | {p['rate']:.4g} | {p['num_programs']} | {lm:.2f} | {em:.2f} | "
+                              f"{em / lm:.3f} | {p['regime']['preemptions']} / {q['regime']['preemptions']} | "
+                              f"{p['stability']} / {q['stability']} |")
+    out = ["## Max rate at SLO (programs/s per engine)", "", *lines, "",
+           "## Policy ordering (by max rate; '=' is a tie)", "",
+           "| workload | SLO | lite | emulated | same ordering |", "| --- | --- | --- | --- | --- |", *orders, "",
+           "## Every rate both engines ran (mean normalized latency, ms/token)", "",
+           "| workload | policy | rate | programs | lite | emulated | emulated/lite | preemptions lite / emu "
+           "| stability lite / emu |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *points]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(table(Path(sys.argv[1])))
