@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 from services.process_table.models import DEFAULT_TENANT_ID
 from shared.core.program import ProgramLedger, ServiceAggregation
 
+MAX_ID_CHARS = 256  # ids are primary-key entries and subject tokens: keep them short
+_INT4_MAX = 2**31 - 1  # the integer columns
+
+
+def _finite_nonnegative(value: float | None) -> bool:
+    return value is None or 0 <= value < math.inf  # also rejects NaN
+
 
 @dataclass(slots=True)
 class Completion:
@@ -37,14 +44,20 @@ class Completion:
     completed_at_s: float | None = None
 
     def __post_init__(self) -> None:
-        ids = (self.call_id, self.program_id, self.thread_id, self.tenant_id, self.parent_thread_id or "x")
-        if not all(ids) or "\x00" in "".join(ids):  # PostgreSQL text cannot hold NUL
-            raise ValueError("call_id, program_id, thread_id and tenant must be non-empty, without NUL")
-        if not (0 <= self.service_s < math.inf and 0 <= self.wait_s < math.inf):  # rejects NaN, inf
-            raise ValueError(f"call {self.call_id}: service_s and wait_s must be >= 0, "
+        ids = (self.call_id, self.program_id, self.thread_id, self.tenant_id, self.parent_thread_id or "x",
+               self.engine_id or "x")
+        if not all(ids) or "\x00" in "".join(ids) or max(map(len, ids)) > MAX_ID_CHARS:
+            raise ValueError(f"ids must be non-empty, at most {MAX_ID_CHARS} characters, without NUL "
+                             f"(PostgreSQL text cannot hold it)")
+        if not (_finite_nonnegative(self.service_s) and _finite_nonnegative(self.wait_s)):
+            raise ValueError(f"call {self.call_id}: service_s and wait_s must be finite and >= 0, "
                              f"got {self.service_s}, {self.wait_s}")
-        if min(self.prompt_tokens, self.output_tokens, self.prefix_hit_tokens) < 0:
-            raise ValueError(f"call {self.call_id}: token counts must be >= 0")
+        if not all(map(_finite_nonnegative, (self.thread_service_at_submit_s, self.submitted_at_s,
+                                             self.completed_at_s))):
+            raise ValueError(f"call {self.call_id}: submit base and timestamps must be finite and >= 0")
+        counts = (self.prompt_tokens, self.output_tokens, self.prefix_hit_tokens, self.submit_epoch or 0)
+        if min(counts) < 0 or max(counts) > _INT4_MAX:
+            raise ValueError(f"call {self.call_id}: token counts and submit_epoch must be in [0, {_INT4_MAX}]")
 
 
 @dataclass

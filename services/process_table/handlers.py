@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -38,6 +39,20 @@ from shared.protocol.errors import ErrorCode
 
 REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
 MAX_RETRY_DELAY_S = 2.0  # backoff ceiling while a completion batch keeps failing to commit
+
+
+@dataclass
+class _Outcome:
+    updates: list[ServiceUpdate]
+    committed: list[Delivery]  # to ack
+    rejected: list[Delivery]  # terminated as malformed
+
+
+def _caused_by_data(exc: Exception) -> bool:
+    """Data exceptions (22), integrity violations (23), program limits such as an oversized index
+    row (54): the same rows fail the same way on every retry."""
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
+    return sqlstate[:2] in ("22", "23", "54")
 
 
 class ProcessTableService:
@@ -104,29 +119,34 @@ class ProcessTableService:
             batch = await self.puller.take()
             if not batch:
                 return
-            updates = await self._apply_until_committed(batch)
-            if updates is None:  # stopping while the database was failing: hand the batch back
-                await self.puller.nak(batch)
-                return
+            outcome = await self._commit(batch)
             t0 = time.perf_counter()
-            for update in updates:  # after commit: what engines and the router see is durable
+            for update in outcome.updates:  # after commit: what engines and the router see is durable
                 self.num_applied_calls += len(update.applied_call_ids)
                 await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
-            await self.puller.ack(batch)
+            await self.puller.ack(outcome.committed)
             self.publish_s_total += time.perf_counter() - t0
+            if len(outcome.committed) + len(outcome.rejected) < len(batch):  # stopping mid-way
+                done = {id(d) for d in outcome.committed + outcome.rejected}
+                await self.puller.nak([d for d in batch if id(d) not in done])
+                return
 
-    async def _apply_until_committed(self, batch: list[Delivery]) -> list[ServiceUpdate] | None:
-        """A failed write is retried with backoff until it commits (never acked before, never dropped);
-        in-progress acks keep the server from redelivering the batch meanwhile."""
-        completions = [d.decoded for d in batch]
+    async def _commit(self, batch: list[Delivery]) -> _Outcome:
+        """Apply `batch` in one transaction. A failed write is retried with backoff until it commits
+        (nothing is acked before, nothing dropped; in-progress acks hold off redelivery meanwhile).
+        A failure caused by the data itself (PostgreSQL classes 22, 23, 54) is isolated by halving
+        the batch, in order; the completion the database can never store is rejected like any other
+        malformed message (logged, error event, terminated). Stops retrying when the service stops."""
         delay_s = 0.05
         attempt = 1
         t0 = time.perf_counter()
         while not self._stopping:
             try:
                 async with self.engine.begin() as conn:
-                    updates = await apply_completions(conn, completions)
+                    updates = await apply_completions(conn, [d.decoded for d in batch])
             except Exception as exc:  # retried whatever it is: dropping completions would be worse
+                if _caused_by_data(exc):
+                    return await self._isolate(batch, exc)
                 self.log.warning("completion_batch_retried", attempt=attempt, delay_s=delay_s,
                                  num_events=len(batch), error=f"{type(exc).__name__}: {exc}")
                 await self.puller.in_progress(batch)
@@ -137,8 +157,25 @@ class ProcessTableService:
             self.num_batches += 1
             self.batch_events_total += len(batch)
             self.db_s_total += time.perf_counter() - t0
-            return updates
-        return None
+            return _Outcome(updates, batch, [])
+        return _Outcome([], [], [])
+
+    async def _isolate(self, batch: list[Delivery], exc: Exception) -> _Outcome:
+        if len(batch) == 1:
+            delivery = batch[0]
+            self.num_rejected_completions += 1
+            await self.bus.reject(delivery.incoming.subject, "", ErrorCode.BAD_REQUEST,
+                                  f"the database refuses this completion: {type(exc).__name__}: {exc}",
+                                  delivery.incoming.envelope.type)
+            await delivery.raw.term()
+            return _Outcome([], [], [delivery])
+        mid = len(batch) // 2
+        first = await self._commit(batch[:mid])
+        if len(first.committed) + len(first.rejected) < mid:  # stopping
+            return first
+        second = await self._commit(batch[mid:])
+        return _Outcome(first.updates + second.updates, first.committed + second.committed,
+                        first.rejected + second.rejected)
 
     async def on_promoted(self, incoming: Incoming) -> None:
         msg: m.ProgramPromoted = incoming.body

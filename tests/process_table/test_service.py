@@ -177,3 +177,33 @@ async def test_failed_database_write_is_retried_not_dropped(start_process_table,
 async def test_health_answers(process_table, bus) -> None:
     status = await bus.request(subjects.health("process_table"), m.HealthCheck(), timeout_s=2.0)
     assert isinstance(status, m.HealthStatus) and status.ok and status.service == "process_table"
+
+
+async def test_completion_the_database_refuses_is_isolated_and_rejected(start_process_table, bus, postgres_server,
+                                                                      database_url) -> None:
+    """A row PostgreSQL can never store (here: a CHECK constraint) is found by halving its batch and
+    rejected; the completions around it are applied, in order, and the consumer keeps running."""
+    service = await start_process_table()
+    database = postgres_server.database_of(database_url)
+    postgres_server.admin_sql("ALTER TABLE calls ADD CONSTRAINT no_poison CHECK (call_id NOT LIKE 'poison%');",
+                              database)
+    pid = new_id("p")
+    errors: list[m.ErrorRaised] = []
+    await bus.subscribe(subjects.errors("process_table"), lambda inc: _append(errors, inc.body))
+    futures = [await bus.publish_event_nowait(completion(pid, call_id, 1.0, 0.0))
+               for call_id in (new_id("a"), new_id("b"), new_id("poison"), new_id("c"), new_id("d"))]
+    await asyncio.gather(*futures)
+    await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 4))
+    await eventually(lambda: _has(errors, 1))
+    assert "refuses" in errors[0].description and service.num_rejected_completions == 1
+    await bus.publish_event(completion(pid, new_id("e"), 1.0, 0.0))
+    await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 5 and i.service_s == 5.0))
+
+
+async def test_out_of_range_numbers_are_rejected_before_the_database(process_table, bus) -> None:
+    pid = new_id("p")
+    await bus.publish_event(completion(pid, new_id("c"), prompt_tokens=2**40))
+    await bus.publish_event(completion(pid, "x" * 300))
+    await bus.publish_event(completion(pid, new_id("c"), 0.5, 0.0))
+    await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 1))
+    assert process_table.num_rejected_completions == 2
