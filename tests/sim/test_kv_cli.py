@@ -42,8 +42,9 @@ def test_kv_mode_json_has_the_issue_fields(tmp_path, capsys):
         assert row["tct_mean_s"] > 0 and 0 <= row["recompute_share"] <= 1
         assert set(row["slo_attainment"]) == {"default"}
         assert row["competitive_ratio_vs_belady"] >= 1.0
-    assert data["belady"]["trace_from"] == "prefix-lru+least-loaded+fcfs"
-    assert set(data["belady"]["policies"]) == {"lru", "prefix-lru", "workflow"}
+    assert set(data["belady"]) == {"prefix-lru+least-loaded+fcfs", "prefix-lru+affinity+fcfs"}
+    assert set(data["belady"]["prefix-lru+affinity+fcfs"]["policies"]) == {"lru", "prefix-lru", "workflow"}
+    assert data["policies"]["workflow+affinity+fcfs"]["belady_trace_from"] == "prefix-lru+affinity+fcfs"
     assert "workflow+affinity+fcfs" in capsys.readouterr().out
 
 
