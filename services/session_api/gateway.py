@@ -71,6 +71,8 @@ class CallStream:
         self.tokens_yielded = False
         self._held: list[int] = []
         self._release = None  # the admission limits' release, called once on close
+        self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
+        self._last_chunk_s = time.monotonic()
 
     def __aiter__(self):
         return self._chunks()
@@ -86,8 +88,19 @@ class CallStream:
                         continue
                     raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
                                       "was lost; retry the request", code="engine_lost") from None
+                if (self._gateway.reconnects() != self.placed_reconnects
+                        and time.monotonic() - self._last_chunk_s > self._gateway.settings.engine_ttl_s):
+                    # NATS went away and came back since the call was placed: its chunks (core
+                    # NATS, at most once) may be gone, end marker included, so waiting could be forever
+                    if await recovery.redispatch(self._gateway, self, cancel_lost=True):
+                        continue
+                    raise unavailable(f"token stream of call {self.call_id} was interrupted by a message-bus "
+                                      "reconnect; retry the request", code="stream_interrupted") from None
                 continue
+            self._last_chunk_s = time.monotonic()
             if chunk.index != self._next_index:
+                if await recovery.redispatch(self._gateway, self, cancel_lost=True):
+                    continue
                 raise unavailable(f"token stream of call {self.call_id} lost chunks (expected "
                                   f"{self._next_index}, got {chunk.index}); retry", code="stream_gap")
             self._next_index += 1
@@ -108,13 +121,23 @@ class CallStream:
                 self.tokens_yielded = True
                 yield chunk.token_ids
 
+    async def listen_on(self, reply_subject: str) -> None:
+        """Before a re-placement: take chunks from a fresh subject only, so a late chunk of the lost
+        placement can never mix with the new one's."""
+        try:
+            await self._sub.unsubscribe()
+        except Exception:  # connection closing: nothing to release
+            pass
+        self._queue = asyncio.Queue()
+        self._sub = await self._gateway.subscribe_tokens(self.call_id, reply_subject, self._queue)
+
     def restart(self, engine_id: str) -> None:
-        """The call now runs on `engine_id` from its start: forget the lost engine's chunks."""
+        """The call now runs on `engine_id` from its start."""
         self.engine_id = engine_id
         self._next_index = 0
         self._held = []
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self.placed_reconnects = self._gateway.reconnects()
+        self._last_chunk_s = time.monotonic()
 
     async def close(self) -> None:
         if self._closed:
@@ -222,6 +245,21 @@ class Gateway:
         return await self.lookup_session(tenant, session_id)
 
     # --- calls ---------------------------------------------------------------------------------
+    def reconnects(self) -> int:
+        """How often the bus has reconnected to NATS (core NATS messages may be lost across one)."""
+        return self.bus.nc.stats.get("reconnects", 0)
+
+    async def subscribe_tokens(self, call_id: str, reply_subject: str, queue: asyncio.Queue) -> Subscription:
+        async def on_chunk(raw) -> None:
+            try:
+                body = decode(raw.data).body
+            except ProtocolError as exc:
+                log.warning("token_chunk_rejected", call_id=call_id, reason=str(exc))
+                return
+            if isinstance(body, m.TokenChunk) and body.call_id == call_id:
+                queue.put_nowait(body)
+        return await self.bus.nc.subscribe(reply_subject, cb=on_chunk)
+
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
         Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
@@ -243,18 +281,9 @@ class Gateway:
             program_started_at_ns = info.opened_at_ns or program_started_at_ns
         queue: asyncio.Queue = asyncio.Queue()
         reply_subject = subjects.tokens(call.call_id)
-
-        async def on_chunk(raw) -> None:
-            try:
-                body = decode(raw.data).body
-            except ProtocolError as exc:
-                log.warning("token_chunk_rejected", call_id=call.call_id, reason=str(exc))
-                return
-            if isinstance(body, m.TokenChunk):
-                queue.put_nowait(body)
-
-        sub = await self.bus.nc.subscribe(reply_subject, cb=on_chunk)
+        sub = await self.subscribe_tokens(call.call_id, reply_subject, queue)
         stream = CallStream(self, call.call_id, queue, sub)
+        stream.placed_reconnects = self.reconnects()
         route = m.RouteCall(
             call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
             parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,

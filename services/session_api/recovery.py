@@ -7,6 +7,10 @@ The API is the one place that knows what a client has already seen, so recovery 
 - a non-streaming client sees nothing until the call ends, so its call is held server-side and is
   always restartable; a streaming client that already got tokens gets a retryable 503
   (`engine_lost`) instead of duplicated tokens;
+- a call whose token stream may have lost chunks (a gap, or NATS reconnected and nothing came
+  for `engine_ttl_s`) is handled the same way, after a CancelCall to its engine;
+- each placement streams on its own reply subject (`tokens.<call id>-r<n>`), so late chunks of a
+  lost placement never mix with the new one's;
 - a client can opt out with the header `X-Autellix-Redispatch: off` (it then gets the 503 at once);
 - at most `max_redispatches` placements per call.
 
@@ -41,20 +45,27 @@ def configure(stream: CallStream, request: Request, client_streams: bool) -> Non
     stream.allow_redispatch = request.headers.get(REDISPATCH_HEADER, "").strip().lower() not in _OPT_OUT
 
 
-async def redispatch(gateway: Gateway, stream: CallStream) -> bool:
-    """Place the call of `stream` again after its engine was lost; False when it may not or cannot."""
+async def redispatch(gateway: Gateway, stream: CallStream, cancel_lost: bool = False) -> bool:
+    """Place the call of `stream` again after its engine or its token stream was lost; False when it
+    may not or cannot. `cancel_lost`: the old engine may still run the call; tell it to drop it."""
     if (not stream.allow_redispatch or stream.route is None or stream.tokens_yielded
             or stream.redispatches >= gateway.settings.max_redispatches):
         return False
     lost = stream.engine_id
-    # the lost engine may have been the program's primary one: let the router choose afresh
-    route = dataclasses.replace(stream.route, primary_engine=None)
+    if cancel_lost and lost is not None:
+        await gateway.cancel(lost, stream.call_id)
+    # a fresh reply subject per placement; the lost engine may have been the program's primary one,
+    # so the router chooses afresh
+    reply_subject = subjects.tokens(f"{stream.call_id}-r{stream.redispatches + 1}")
+    await stream.listen_on(reply_subject)
+    route = dataclasses.replace(stream.route, primary_engine=None, reply_subject=reply_subject)
     try:
         routed = await gateway.bus.request(subjects.router_route(), route, timeout_s=gateway.settings.route_timeout_s)
     except BusError as exc:
         log.warning("call_redispatch_failed", call_id=stream.call_id, engine_id=lost, error=str(exc))
         return False
     stream.redispatches += 1
+    stream.route = route
     stream.restart(routed.engine_id)
     log.info("call_redispatched", call_id=stream.call_id, engine_id=routed.engine_id, lost_engine_id=lost,
              attempt=stream.redispatches)
