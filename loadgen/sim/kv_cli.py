@@ -107,6 +107,11 @@ def run_kv(args: argparse.Namespace) -> int:
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
+    if args.plot_path:
+        from loadgen.sim.kv_plot import plot_kv_result
+
+        Path(args.plot_path).parent.mkdir(parents=True, exist_ok=True)
+        plot_kv_result(result, args.plot_path)
     print(f"workload {result['workload']}, {result['engines']} engine(s), rate {result['rate']:g}/s, "
           f"{result['num_programs']} programs, seed {result['seed']}, SLOs {result['slo_by_tenant_class_s']}")
     for name, r in result["policies"].items():
