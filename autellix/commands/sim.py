@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = run_experiment(config, progress)
     result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
+    result["git_commit"] = _git_commit()
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
@@ -168,6 +169,21 @@ def run(args: argparse.Namespace) -> int:
         plot_result(result, args.plot_path)
     print_summary(result)
     return 0
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit, '+dirty' when the code a run imports differs from it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "shared", "loadgen"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def _finite(o: object) -> object:
