@@ -55,6 +55,10 @@ def _status_type(status: int) -> str:
     return "invalid_request_error"
 
 
+# what FastAPI raises (as a 400) when a body it must parse is not JSON at all
+_FASTAPI_UNPARSABLE_BODY = "There was an error parsing the body"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -76,5 +80,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _FASTAPI_UNPARSABLE_BODY:  # an optional body that is not JSON
+            return JSONResponse(error_body("request body is not valid JSON", "invalid_request_error",
+                                           "invalid_json"), 422)
         return JSONResponse(error_body(str(exc.detail), _status_type(exc.status_code)), exc.status_code,
                             headers=getattr(exc, "headers", None))

@@ -29,7 +29,11 @@ from services.session_api.tokens import render_token_ids
 
 router = APIRouter(prefix="/v1", tags=["completions"])
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 503)}
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 429, 503)}
+# with "stream": true the 200 answer is server-sent events, so the document says so too
+_STREAMED = {200: {"content": {"text/event-stream": {"schema": {
+                       "description": "each event's data: a chunk object, an error object, or [DONE]"}}},
+                   "description": "JSON, or with \"stream\": true server-sent events (data: <chunk JSON>)"}}
 
 
 def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
@@ -38,7 +42,7 @@ def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
                  prompt_tokens_details={"cached_tokens": cached_tokens})
 
 
-@router.post("/chat/completions", response_model=ChatCompletion, responses=_ERRORS)
+@router.post("/chat/completions", response_model=ChatCompletion, responses={**_ERRORS, **_STREAMED})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
                            gateway: GatewayDep, settings: SettingsDep):
     prepared = prepare_chat(request, body, settings, gateway.outputs)
@@ -61,7 +65,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
                           usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))
 
 
-@router.post("/completions", response_model=Completion, responses=_ERRORS)
+@router.post("/completions", response_model=Completion, responses={**_ERRORS, **_STREAMED})
 async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
                       gateway: GatewayDep, settings: SettingsDep):
     prepared = prepare_completion(request, body, settings, gateway.outputs)

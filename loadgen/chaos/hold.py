@@ -1,0 +1,131 @@
+"""Load held: measure the stack's capacity (calls/s, closed loop, concurrency ramped until the
+throughput stops growing), then hold an open-loop Poisson arrival of calls at a fraction of it
+(default 80%) for N minutes, reporting errors, latency and each process's RSS per minute."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from loadgen.chaos.stack import ChaosStack
+from loadgen.chaos.workload import Tally, WorkloadSpec, run_workload
+
+
+@dataclass
+class HoldPlan:
+    minutes: float = 10.0
+    fraction: float = 0.8
+    measure_step_s: float = 10.0
+    concurrency_steps: tuple[int, ...] = (16, 32, 64, 128)
+    max_tokens: int = 24
+    prompt_chars: int = 400
+    seed: int = 0
+
+
+async def measure_capacity(stack: ChaosStack, plan: HoldPlan, say) -> tuple[float, list[dict]]:
+    keys = list(stack.tenant_keys.values())
+    steps: list[dict] = []
+    best = 0.0
+    for concurrency in plan.concurrency_steps:
+        spec = WorkloadSpec(concurrency=concurrency, calls_per_program=4, max_tokens=plan.max_tokens,
+                            prompt_chars=plan.prompt_chars, stream_every=1_000_000)
+        t0 = time.monotonic()
+        tally = await run_workload(stack.api_url, keys, spec, plan.measure_step_s, Tally())
+        rate = tally.completed / (time.monotonic() - t0)
+        steps.append({"concurrency": concurrency, "calls_per_s": round(rate, 1),
+                      "errors": tally.submitted - tally.completed})
+        say(f"capacity step: concurrency {concurrency} -> {rate:.1f} calls/s")
+        if rate < best * 1.1:
+            best = max(best, rate)
+            break
+        best = max(best, rate)
+    return best, steps
+
+
+async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dict:
+    rng = random.Random(plan.seed)
+    keys = list(stack.tenant_keys.values())
+    latencies: list[float] = []
+    outcomes = {"completed": 0, "errors": 0, "submitted": 0}
+    error_codes: dict[str, int] = {}
+    minutes: list[dict] = []
+    tasks: set[asyncio.Task] = set()
+    payload_base = {"model": "autellix-lite", "max_tokens": plan.max_tokens}
+
+    async def one(http: httpx.AsyncClient, n: int) -> None:
+        t0 = time.monotonic()
+        headers = {"Authorization": f"Bearer {keys[n % len(keys)]}"}
+        payload = {**payload_base, "messages": [{"role": "user", "content": f"{n} " + "x" * plan.prompt_chars}]}
+        try:
+            resp = await http.post("/v1/chat/completions", json=payload, headers=headers)
+            ok = resp.status_code == 200
+            code = str(resp.status_code)
+        except httpx.HTTPError as exc:
+            ok, code = False, type(exc).__name__
+        if ok:
+            outcomes["completed"] += 1
+            latencies.append(time.monotonic() - t0)
+        else:
+            outcomes["errors"] += 1
+            error_codes[code] = error_codes.get(code, 0) + 1
+
+    rss_start = stack.rss_mib()
+    t_start = time.monotonic()
+    end = t_start + plan.minutes * 60.0
+    next_minute = t_start + 60.0
+    n = 0
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60.0,
+                                 limits=httpx.Limits(max_connections=2000)) as http:
+        next_at = t_start
+        while time.monotonic() < end:
+            next_at += rng.expovariate(rate_per_s)
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            n += 1
+            outcomes["submitted"] += 1
+            task = asyncio.create_task(one(http, n))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            if time.monotonic() >= next_minute:
+                recent = latencies[-2000:]
+                minutes.append({"minute": len(minutes) + 1, **outcomes, "in_flight": len(tasks),
+                                "p50_s": round(float(np.percentile(recent, 50)), 3) if recent else None,
+                                "p99_s": round(float(np.percentile(recent, 99)), 3) if recent else None,
+                                "rss_mib": stack.rss_mib()})
+                say(f"minute {len(minutes)}: {outcomes}, in flight {len(tasks)}")
+                next_minute += 60.0
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=120)
+    elapsed = time.monotonic() - t_start
+    return {
+        "rate_per_s": round(rate_per_s, 2),
+        "achieved_calls_per_s": round(outcomes["completed"] / elapsed, 2),
+        "duration_s": round(elapsed, 1),
+        **outcomes,
+        "error_codes": error_codes,
+        "latency_s": {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else None,
+                      "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else None},
+        "rss_mib": {"start": rss_start, "end": stack.rss_mib()},
+        "minutes": minutes,
+    }
+
+
+async def hold_load(plan: HoldPlan, engines: int = 2, progress=None) -> dict:
+    say = progress or (lambda _: None)
+    if not 0 < plan.fraction <= 1.5 or not 0 < plan.minutes <= 24 * 60:
+        raise ValueError("--fraction must be in (0, 1.5] and --minutes in (0, 1440]")
+    stack = await ChaosStack(engines=engines).up()
+    try:
+        capacity, steps = await measure_capacity(stack, plan, say)
+        say(f"capacity {capacity:.1f} calls/s; holding {plan.fraction:.0%} for {plan.minutes:g} min")
+        held = await hold(stack, plan, capacity * plan.fraction, say)
+    finally:
+        stack.down()
+    return {"capacity_calls_per_s": round(capacity, 1), "capacity_steps": steps, "fraction": plan.fraction,
+            "engines": engines, "held": held}
