@@ -24,5 +24,6 @@ def async_database_url(url: str) -> str:
 
 
 def create_engine(url: str, pool_size: int = 5) -> AsyncEngine:
-    return create_async_engine(async_database_url(url), pool_size=pool_size, max_overflow=2,
-                               pool_pre_ping=True)
+    # no pool_pre_ping: it costs a round trip per checkout, i.e. per batch on the completion path;
+    # a dead pooled connection fails its transaction instead, which every caller retries
+    return create_async_engine(async_database_url(url), pool_size=pool_size, max_overflow=2)

@@ -35,6 +35,7 @@ class Delivery:
     raw: Msg  # for ack / nak / in-progress
     incoming: Incoming
     decoded: Any = None  # what the owner derived from the message (filled by `prepare`)
+    received_at: float = 0.0  # time.perf_counter() when it arrived here
 
 
 class StreamingPuller:
@@ -139,7 +140,7 @@ class StreamingPuller:
             self.num_rejected += 1
             await raw.term()
         else:
-            delivery = Delivery(raw, incoming)
+            delivery = Delivery(raw, incoming, received_at=time.perf_counter())
             try:
                 if self.prepare is not None:
                     delivery.decoded = self.prepare(incoming)

@@ -1,14 +1,22 @@
-"""SQL for applying call completions. Runs inside a transaction its caller owns.
+"""SQL for applying call completions: a one-statement fast path and a general path.
 
-A batch costs two statements (four round trips with BEGIN and COMMIT), whatever its size:
-1. one statement creates the tenants and programs nobody opened, inserts the calls with
-   ON CONFLICT DO NOTHING (the fresh ids come back: idempotency by call id), and reads the
-   programs and threads the batch needs;
-2. after the fold in Python with the core's ledger (`fold.py`), one statement writes programs and
-   threads back, each program row only if its version (num_completed_calls, epoch) is still the
-   one read in step 1. Otherwise another writer (a second instance, a promotion) got there first:
-   `StaleProgramState` rolls the whole batch back and the caller retries it (optimistic locking,
-   so there are no lock round trips and no lock-order deadlocks).
+General path (`apply_completions`, inside a transaction the caller owns), two statements:
+1. create the tenants and programs nobody opened, insert the calls with ON CONFLICT DO NOTHING (the
+   fresh ids come back: idempotency by call id), and read the touched programs with all their
+   threads;
+2. after the fold in Python with the core's ledger (`fold.py`), write programs and threads back,
+   each program row only if its version (num_completed_calls, epoch) is still the one read in 1.
+   Otherwise another writer (a second instance, a promotion) got there first: `StaleProgramState`
+   rolls the batch back and the caller retries it (optimistic locking: no lock round trips, no
+   lock-order deadlocks).
+
+Fast path (`apply_known`, autocommit, one round trip): when every program of the batch is in the
+caller's cache of committed rows, fold against the cache and send inserts, version-checked updates
+and the thread upserts in ONE statement that ends with `process_table_require(every call fresh and
+every program still at its cached version)`; if that fails the whole statement rolls back
+(`FastPathMissed`) and the caller takes the general path. The version check makes the cache a
+hint: a stale entry can cost a miss, never a wrong result.
+
 Row data travels as JSON documents: encoding a dozen array parameters element by element in the
 driver cost more CPU than the insert itself (measured).
 """
@@ -17,17 +25,67 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.process_table.fold import Completion, ProgramRow, fold_completions, threads_needed
+from services.process_table.fold import Completion, ProgramRow, fold_completions
 from services.process_table.models import AUTO_CREATED_AGGREGATION
 from services.process_table.views import ServiceUpdate
 from shared.core.program import ServiceAggregation
 
+FAST_PATH_MISSED_SQLSTATE = "PT001"  # raised by process_table_require (migration 0002)
 
-def _dedupe(completions: list[Completion]) -> list[Completion]:
+_INSERT_CALLS = """
+    INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens, output_tokens,
+        prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s, submitted_at, completed_at)
+    SELECT r->>0, r->>1, r->>2, (r->>3)::float8, (r->>4)::float8, (r->>5)::int, (r->>6)::int, (r->>7)::int,
+        r->>8, (r->>9)::int, (r->>10)::float8, to_timestamp((r->>11)::float8), to_timestamp((r->>12)::float8)
+    FROM json_array_elements(CAST(:calls AS json)) AS r
+    ON CONFLICT (call_id) DO NOTHING
+    RETURNING call_id"""
+
+_UPDATE_PROGRAMS = """
+    UPDATE programs p SET service_s = u.s, wait_s = u.w, num_completed_calls = u.n, last_active_at = now(),
+        primary_engine = COALESCE(p.primary_engine, u.e)
+    FROM json_to_recordset(CAST(:programs AS json))
+        AS u(id text, s float8, w float8, n int, e text, old_n int, old_epoch int)
+    WHERE p.id = u.id AND p.num_completed_calls = u.old_n AND p.epoch = u.old_epoch
+    RETURNING 1"""
+
+_UPSERT_THREADS = """
+    INSERT INTO threads (program_id, thread_id, parent_thread_id, service_s)
+    SELECT u.p, u.t, u.parent, u.s
+    FROM json_to_recordset(CAST(:threads AS json)) AS u(p text, t text, parent text, s float8)
+    ON CONFLICT (program_id, thread_id) DO UPDATE SET service_s = EXCLUDED.service_s,
+        parent_thread_id = COALESCE(threads.parent_thread_id, EXCLUDED.parent_thread_id)"""
+
+
+class StaleProgramState(RuntimeError):
+    """A program changed between the read and the write of a batch: roll back and retry the batch."""
+
+
+class FastPathMissed(RuntimeError):
+    """A duplicate, or a program not at its cached version: take the general path."""
+
+
+@dataclass
+class Applied:
+    updates: list[ServiceUpdate]
+    rows: list[ProgramRow]  # committed state (complete thread maps) once the transaction commits
+
+
+@dataclass
+class _Folded:
+    updates: list[ServiceUpdate]
+    rows: list[ProgramRow]
+    programs_json: str
+    threads_json: str
+
+
+def dedupe(completions: list[Completion]) -> list[Completion]:
     seen: set[str] = set()
     unique = []
     for c in completions:
@@ -37,88 +95,112 @@ def _dedupe(completions: list[Completion]) -> list[Completion]:
     return unique
 
 
-async def apply_completions(conn: AsyncConnection, completions: list[Completion]) -> list[ServiceUpdate]:
-    """Apply a batch in delivery order; duplicates (in the batch or already stored) change nothing."""
-    batch = _dedupe(completions)
+def _calls_json(batch: list[Completion]) -> str:
+    ordered = sorted(batch, key=lambda c: c.call_id)  # one insertion order across writers
+    return json.dumps([
+        (c.call_id, c.program_id, c.thread_id, c.service_s, c.wait_s, c.prompt_tokens, c.output_tokens,
+         c.prefix_hit_tokens, c.engine_id, c.submit_epoch, c.thread_service_at_submit_s, c.submitted_at_s,
+         c.completed_at_s)
+        for c in ordered])
+
+
+def _by_program(batch: list[Completion]) -> dict[str, list[Completion]]:
+    grouped: dict[str, list[Completion]] = defaultdict(list)
+    for c in batch:
+        grouped[c.program_id].append(c)
+    return grouped
+
+
+def _fold(rows: dict[str, ProgramRow], by_program: dict[str, list[Completion]]) -> _Folded:
+    updates, new_rows, program_writes, thread_writes = [], [], [], []
+    for program_id, calls in by_program.items():
+        before = rows[program_id]
+        result = fold_completions(before, calls)
+        new_rows.append(result.row)
+        program_writes.append({
+            "id": program_id, "s": result.row.service_s, "w": result.row.wait_s,
+            "n": result.row.num_completed_calls, "e": next((c.engine_id for c in calls if c.engine_id), None),
+            "old_n": before.num_completed_calls, "old_epoch": before.epoch})
+        for thread_id, (service_s, parent) in result.changed_threads.items():
+            thread_writes.append({"p": program_id, "t": thread_id, "parent": parent, "s": service_s})
+        updates.append(ServiceUpdate(
+            program_id=program_id, service_s=result.row.service_s, wait_s=result.row.wait_s,
+            epoch=result.row.epoch, promotions=result.row.promotions,
+            num_completed_calls=result.row.num_completed_calls,
+            thread_service_s={t: s for t, (s, _) in result.changed_threads.items()},
+            applied_call_ids=[c.call_id for c in calls]))
+    return _Folded(updates, new_rows, json.dumps(program_writes), json.dumps(thread_writes))
+
+
+async def apply_known(conn: AsyncConnection, completions: list[Completion],
+                      cached: dict[str, ProgramRow]) -> Applied:
+    """One autocommit statement; `cached` must hold every program of the batch (complete rows).
+    Raises FastPathMissed (nothing written) when an assumption does not hold."""
+    batch = dedupe(completions)
     if not batch:
-        return []
+        return Applied([], [])
+    folded = _fold(cached, _by_program(batch))
+    try:
+        await conn.execute(
+            text(f"""WITH fresh AS ({_INSERT_CALLS}), updated AS ({_UPDATE_PROGRAMS}), upserted AS ({_UPSERT_THREADS})
+                     SELECT process_table_require(
+                         (SELECT count(*) FROM fresh) = :num_calls AND (SELECT count(*) FROM updated) = :num_programs,
+                         'process table fast path: a duplicate call or a program changed elsewhere')"""),
+            {"calls": _calls_json(batch), "programs": folded.programs_json, "threads": folded.threads_json,
+             "num_calls": len(batch), "num_programs": len(folded.rows)})
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == FAST_PATH_MISSED_SQLSTATE:
+            raise FastPathMissed(str(exc.orig)) from None
+        raise
+    return Applied(folded.updates, folded.rows)
+
+
+async def apply_completions(conn: AsyncConnection, completions: list[Completion]) -> Applied:
+    """The general path: apply a batch in delivery order; duplicates (in the batch or already
+    stored) change nothing."""
+    batch = dedupe(completions)
+    if not batch:
+        return Applied([], [])
     owners: dict[str, str] = {}
     for c in batch:  # the first completion of a program names its tenant
         owners.setdefault(c.program_id, c.tenant_id)
     program_ids = sorted(owners)
-    ordered = sorted(batch, key=lambda c: c.call_id)  # one insertion order across writers
-    keys = sorted({(c.program_id, t) for c in batch for t in threads_needed([c])})
     result = await conn.execute(
-        text("""WITH new_tenants AS (
+        text(f"""WITH new_tenants AS (
                     INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:tenants AS text[])) AS t
                     ON CONFLICT (id) DO NOTHING),
                 new_programs AS (
                     INSERT INTO programs (id, tenant_id)
                     SELECT * FROM unnest(CAST(:program_ids AS text[]), CAST(:owners AS text[]))
                     ON CONFLICT (id) DO NOTHING),
-                fresh AS (
-                    INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens,
-                        output_tokens, prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s,
-                        submitted_at, completed_at)
-                    SELECT r->>0, r->>1, r->>2, (r->>3)::float8, (r->>4)::float8, (r->>5)::int, (r->>6)::int,
-                        (r->>7)::int, r->>8, (r->>9)::int, (r->>10)::float8, to_timestamp((r->>11)::float8),
-                        to_timestamp((r->>12)::float8)
-                    FROM json_array_elements(CAST(:calls AS json)) AS r
-                    ON CONFLICT (call_id) DO NOTHING
-                    RETURNING call_id)
+                fresh AS ({_INSERT_CALLS})
                 SELECT
                     (SELECT array_agg(call_id) FROM fresh) AS fresh_ids,
                     (SELECT json_agg(json_build_array(id, aggregation, service_s, wait_s, epoch, promotions,
                                                       num_completed_calls))
                      FROM programs WHERE id = ANY(CAST(:program_ids AS text[]))) AS programs,
-                    (SELECT json_agg(json_build_array(t.program_id, t.thread_id, t.service_s))
-                     FROM threads t JOIN unnest(CAST(:key_p AS text[]), CAST(:key_t AS text[])) AS k(p, t)
-                       ON t.program_id = k.p AND t.thread_id = k.t) AS threads"""),
-        {
-            "tenants": sorted(set(owners.values())),
-            "program_ids": program_ids,
-            "owners": [owners[p] for p in program_ids],
-            "calls": json.dumps([
-                (c.call_id, c.program_id, c.thread_id, c.service_s, c.wait_s, c.prompt_tokens, c.output_tokens,
-                 c.prefix_hit_tokens, c.engine_id, c.submit_epoch, c.thread_service_at_submit_s,
-                 c.submitted_at_s, c.completed_at_s)
-                for c in ordered]),
-            "key_p": [k[0] for k in keys],
-            "key_t": [k[1] for k in keys],
-        },
+                    (SELECT json_agg(json_build_array(program_id, thread_id, service_s))
+                     FROM threads WHERE program_id = ANY(CAST(:program_ids AS text[]))) AS threads"""),
+        {"tenants": sorted(set(owners.values())), "program_ids": program_ids,
+         "owners": [owners[p] for p in program_ids], "calls": _calls_json(batch)},
     )
     fresh_ids_raw, programs_json, threads_json = result.one()
     fresh_ids = set(fresh_ids_raw or ())
     fresh = [c for c in batch if c.call_id in fresh_ids]  # back in delivery order
     if not fresh:
-        return []
-    by_program: dict[str, list[Completion]] = defaultdict(list)
-    for c in fresh:
-        by_program[c.program_id].append(c)
-    rows = _rows_read(by_program, programs_json, threads_json)
-    updates = []
-    writes, thread_writes = [], []
-    for program_id, calls in by_program.items():
-        before = rows[program_id]
-        version = (before.num_completed_calls, before.epoch)
-        result = fold_completions(before, calls)
-        engine = next((c.engine_id for c in calls if c.engine_id), None)
-        writes.append((result.row, engine, version))
-        for thread_id, (service_s, parent) in result.changed_threads.items():
-            thread_writes.append((program_id, thread_id, parent, service_s))
-        updates.append(ServiceUpdate(
-            program_id=program_id, service_s=result.row.service_s, wait_s=result.row.wait_s,
-            epoch=result.row.epoch, promotions=result.row.promotions,
-            num_completed_calls=result.row.num_completed_calls,
-            thread_service_s={t: s for t, (s, _) in result.changed_threads.items()},
-            applied_call_ids=[c.call_id for c in calls],
-        ))
-    await _write_back(conn, writes, thread_writes)
-    return updates
-
-
-class StaleProgramState(RuntimeError):
-    """A program changed between the read and the write of a batch: roll back and retry the batch."""
+        return Applied([], [])
+    by_program = _by_program(fresh)
+    folded = _fold(_rows_read(by_program, programs_json, threads_json), by_program)
+    written = await conn.execute(
+        text(f"""WITH updated AS ({_UPDATE_PROGRAMS}), upserted AS ({_UPSERT_THREADS})
+                 SELECT count(*) FROM updated"""),
+        {"programs": folded.programs_json, "threads": folded.threads_json},
+    )
+    num_updated = written.scalar_one()
+    if num_updated != len(folded.rows):
+        raise StaleProgramState(f"{len(folded.rows) - num_updated} of {len(folded.rows)} programs changed "
+                                "during the batch")
+    return Applied(folded.updates, folded.rows)
 
 
 def _json(value) -> list:
@@ -140,34 +222,3 @@ def _rows_read(by_program: dict[str, list[Completion]], programs_json, threads_j
         if pid in rows:
             rows[pid].thread_service_s[thread_id] = service_s
     return rows
-
-
-async def _write_back(conn: AsyncConnection, writes: list[tuple[ProgramRow, str | None, tuple[int, int]]],
-                      threads: list[tuple[str, str, str | None, float]]) -> None:
-    """Programs (each only at the version read) and threads in one statement."""
-    result = await conn.execute(
-        text("""WITH updated AS (
-                    UPDATE programs p SET service_s = u.s, wait_s = u.w, num_completed_calls = u.n,
-                        last_active_at = now(), primary_engine = COALESCE(p.primary_engine, u.e)
-                    FROM json_to_recordset(CAST(:programs AS json))
-                        AS u(id text, s float8, w float8, n int, e text, old_n int, old_epoch int)
-                    WHERE p.id = u.id AND p.num_completed_calls = u.old_n AND p.epoch = u.old_epoch
-                    RETURNING 1),
-                upserted AS (
-                    INSERT INTO threads (program_id, thread_id, parent_thread_id, service_s)
-                    SELECT u.p, u.t, u.parent, u.s
-                    FROM json_to_recordset(CAST(:threads AS json)) AS u(p text, t text, parent text, s float8)
-                    ON CONFLICT (program_id, thread_id) DO UPDATE SET service_s = EXCLUDED.service_s,
-                        parent_thread_id = COALESCE(threads.parent_thread_id, EXCLUDED.parent_thread_id))
-                SELECT count(*) FROM updated"""),
-        {
-            "programs": json.dumps([
-                {"id": r.program_id, "s": r.service_s, "w": r.wait_s, "n": r.num_completed_calls, "e": engine,
-                 "old_n": version[0], "old_epoch": version[1]}
-                for r, engine, version in writes]),
-            "threads": json.dumps([{"p": p, "t": t, "parent": parent, "s": s} for p, t, parent, s in threads]),
-        },
-    )
-    num_updated = result.scalar_one()
-    if num_updated != len(writes):
-        raise StaleProgramState(f"{len(writes) - num_updated} of {len(writes)} programs changed during the batch")

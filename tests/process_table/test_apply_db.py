@@ -8,8 +8,9 @@ import random
 import pytest
 
 from services.process_table import sessions
+from services.process_table.apply import BatchApplier
 from services.process_table.db import create_engine
-from services.process_table.fold import Completion
+from services.process_table.fold import Completion, ProgramRow
 from services.process_table.repository import StaleProgramState, apply_completions
 from shared.core.program import ServiceAggregation
 from tests.process_table.sequences import (
@@ -29,17 +30,24 @@ async def engine(database_url):
     await engine.dispose()
 
 
-async def _apply_units(engine, units) -> None:
+async def _apply_units(engine, units, applier: BatchApplier | None = None) -> None:
+    """Through the general path alone, or through the service's applier (fast path when cached)."""
     for unit in units:
-        async with engine.begin() as conn:
-            if isinstance(unit, Promotion):
+        if isinstance(unit, Promotion):
+            async with engine.begin() as conn:
                 await sessions.promote(conn, unit.program_id)
-            else:
+            if applier is not None:
+                applier.forget(unit.program_id)
+        elif applier is not None:
+            await applier.apply(unit)
+        else:
+            async with engine.begin() as conn:
                 await apply_completions(conn, unit)
 
 
-@pytest.mark.parametrize("seed", range(6))
-async def test_database_matches_ledger_on_random_sequences(engine, seed: int) -> None:
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("path", ["general", "applier"])
+async def test_database_matches_ledger_on_random_sequences(engine, seed: int, path: str) -> None:
     rng = random.Random(seed)
     aggregation = {f"s{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(4)}
     async with engine.begin() as conn:
@@ -47,7 +55,8 @@ async def test_database_matches_ledger_on_random_sequences(engine, seed: int) ->
             await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
     events = [e for p in aggregation for e in random_program_events(rng, p, rng.randint(5, 60))]
     steps = with_promotions(rng, shuffled_with_duplicates(rng, events), list(aggregation), 4)
-    await _apply_units(engine, split_batches(rng, steps, max_batch=50))
+    applier = BatchApplier(engine) if path == "applier" else None
+    await _apply_units(engine, split_batches(rng, steps, max_batch=50), applier)
     expected = reference_fold(steps, aggregation)
     async with engine.connect() as conn:
         for program_id, ledger in expected.items():
@@ -56,6 +65,30 @@ async def test_database_matches_ledger_on_random_sequences(engine, seed: int) ->
             assert view.wait_s == pytest.approx(ledger.wait_s, abs=1e-9)
             assert (view.epoch, view.promotions) == (ledger.epoch, ledger.promotions)
             assert view.num_completed_calls == len(ledger.completed_call_ids)
+            assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_fast_path_matches_ledger_without_duplicates(engine, seed: int) -> None:
+    """Redelivery-free streams stay on the one-statement fast path after each program's first batch."""
+    rng = random.Random(100 + seed)
+    aggregation = {f"f{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(3)}
+    async with engine.begin() as conn:
+        for program_id, agg in aggregation.items():
+            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    events = [e for p in aggregation for e in random_program_events(rng, p, 80)]
+    rng.shuffle(events)
+    steps = with_promotions(rng, events, list(aggregation), 2)
+    applier = BatchApplier(engine)
+    await _apply_units(engine, split_batches(rng, steps, max_batch=12), applier)
+    assert applier.num_fast > applier.num_general
+    expected = reference_fold(steps, aggregation)
+    async with engine.connect() as conn:
+        for program_id, ledger in expected.items():
+            view = await sessions.lookup(conn, program_id)
+            assert view.service_s == pytest.approx(ledger.service_s, abs=1e-9)
+            assert view.wait_s == pytest.approx(ledger.wait_s, abs=1e-9)
+            assert (view.epoch, view.num_completed_calls) == (ledger.epoch, len(ledger.completed_call_ids))
             assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)
 
 
@@ -88,11 +121,15 @@ async def test_redelivered_completion_counts_once(engine) -> None:
     call = Completion(call_id="c1", program_id="p1", thread_id="main", service_s=2.0, wait_s=1.0,
                       prompt_tokens=10, output_tokens=5, engine_id="e7")
     async with engine.begin() as conn:
-        first = await apply_completions(conn, [call, call])  # duplicated inside one batch
+        first = (await apply_completions(conn, [call, call])).updates  # duplicated inside one batch
     async with engine.begin() as conn:
-        second = await apply_completions(conn, [call])  # and redelivered later
+        second = (await apply_completions(conn, [call])).updates  # and redelivered later
+    applier = BatchApplier(engine)
+    applier.cache.put([ProgramRow("p1", ServiceAggregation.CRITICAL_PATH, service_s=2.0, wait_s=1.0,
+                                  num_completed_calls=1, thread_service_s={"main": 2.0})])
+    third = await applier.apply([call])  # a redelivery on the fast path: it misses, nothing counts twice
     assert [u.applied_call_ids for u in first] == [["c1"]]
-    assert second == []
+    assert second == [] and third == [] and applier.num_general == 1
     async with engine.connect() as conn:
         view = await sessions.lookup(conn, "p1")
     assert (view.service_s, view.wait_s, view.num_completed_calls) == (2.0, 1.0, 1)
@@ -133,11 +170,11 @@ async def test_concurrent_writers_never_lose_or_double_count(engine) -> None:
 
     async def writer(part: list[Completion]) -> None:
         nonlocal conflicts
+        applier = BatchApplier(engine)  # one per instance, each with its own cache
         for i in range(0, len(part), 7):
             while True:
                 try:
-                    async with engine.begin() as conn:
-                        await apply_completions(conn, part[i:i + 7])
+                    await applier.apply(part[i:i + 7])
                     break
                 except StaleProgramState:
                     conflicts += 1

@@ -1,0 +1,90 @@
+"""Apply a batch of completions: the fast path when every program is cached, else the general path.
+
+    applier = BatchApplier(engine)
+    updates = await applier.apply(completions)     # committed when it returns
+    applier.forget(program_id)                     # after this process changed a program elsewhere
+
+The cache holds the committed rows (with every thread) of programs this process wrote last; an
+entry is dropped whenever a write that involved it fails, so the cache never gets ahead of the
+database. Correctness does not rest on it: the fast path checks each program's version in the
+same statement that writes it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.process_table.fold import Completion, ProgramRow
+from services.process_table.repository import Applied, FastPathMissed, apply_completions, apply_known
+from services.process_table.views import ServiceUpdate
+
+MAX_CACHED_PROGRAMS = 100_000
+
+
+class ProgramCache:
+    """Least-recently-written program rows, bounded."""
+
+    def __init__(self, max_programs: int = MAX_CACHED_PROGRAMS) -> None:
+        self.max_programs = max_programs
+        self._rows: OrderedDict[str, ProgramRow] = OrderedDict()
+
+    def lookup_all(self, program_ids: set[str]) -> dict[str, ProgramRow] | None:
+        rows = {}
+        for p in program_ids:
+            row = self._rows.get(p)
+            if row is None:
+                return None
+            rows[p] = row
+        return rows
+
+    def put(self, rows: list[ProgramRow]) -> None:
+        for row in rows:
+            self._rows[row.program_id] = row
+            self._rows.move_to_end(row.program_id)
+        while len(self._rows) > self.max_programs:
+            self._rows.popitem(last=False)
+
+    def drop(self, program_ids) -> None:
+        for p in program_ids:
+            self._rows.pop(p, None)
+
+
+class BatchApplier:
+    def __init__(self, engine: AsyncEngine, max_cached_programs: int = MAX_CACHED_PROGRAMS) -> None:
+        self.engine = engine
+        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.cache = ProgramCache(max_cached_programs)
+        self.num_fast = 0
+        self.num_general = 0
+
+    async def apply(self, completions: list[Completion]) -> list[ServiceUpdate]:
+        program_ids = {c.program_id for c in completions}
+        try:
+            applied = await self._fast(completions, program_ids)
+            if applied is None:
+                async with self.engine.begin() as conn:
+                    applied = await apply_completions(conn, completions)
+                self.num_general += 1
+            else:
+                self.num_fast += 1
+        except BaseException:
+            self.cache.drop(program_ids)
+            raise
+        self.cache.put(applied.rows)
+        return applied.updates
+
+    async def _fast(self, completions: list[Completion], program_ids: set[str]) -> Applied | None:
+        cached = self.cache.lookup_all(program_ids)
+        if cached is None:
+            return None
+        try:
+            async with self.autocommit.connect() as conn:
+                return await apply_known(conn, completions, cached)
+        except FastPathMissed:
+            self.cache.drop(program_ids)
+            return None
+
+    def forget(self, program_id: str) -> None:
+        self.cache.drop([program_id])
