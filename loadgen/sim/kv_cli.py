@@ -119,6 +119,7 @@ def run_kv(args: argparse.Namespace) -> int:
         tct = "unfinished" if r["tct_mean_s"] is None else f"{r['tct_mean_s']:.1f}"
         print(f"{name:40s} tct {tct} s  recompute {r['recompute_share']:.3f}  "
               f"slo {', '.join(f'{k} {v:.2f}' for k, v in r['slo_attainment'].items())}  "
+              f"slowdown<=x {', '.join(f'{k} {v:.2f}' for k, v in r['slowdown_attainment'].items())}  "
               f"done/s {r['completed_per_s']:.3f}" + (f"  vs belady {ratio:.3f}" if ratio is not None else ""))
     for name, b in (result["belady"] or {}).items():
         print(f"belady, trace of {name} (e0, {b['accesses']} accesses, {b['capacity_blocks']} blocks): "
