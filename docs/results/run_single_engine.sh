@@ -5,5 +5,5 @@ set -euo pipefail
 w="$1"; shift
 out="docs/results"
 .venv/bin/autellix sim --workload "$w" --sweep --engines 1 --seed 0 --slo-multiple 5,10 \
-  --programs 150 --max-programs 2000 --bisect-steps 2 \
+  --programs 150 --max-programs 1500 --bisect-steps 1 \
   --json "$out/$w-1engine.json" --plot "$out/$w-1engine.png" "$@"
