@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from services.engine_agent.backends import make_engine
 from services.engine_agent.directory import CachedProgramDirectory
 from services.engine_agent.stepper import RealTimeStepper
@@ -68,3 +70,21 @@ async def test_a_call_the_engine_cannot_hold_is_rejected_and_the_loop_goes_on():
     stepper.submit(_call("small", 20, 5, 0.0, 2))
     await _run_until(stepper, finished)
     assert rejected == ["huge"]
+
+
+@pytest.mark.vllm
+async def test_emulated_backend_runs_in_real_time_too():
+    pytest.importorskip("vllm")
+    policy = SchedulingPolicy(PolicyName.ATLAS)
+    directory = CachedProgramDirectory(policy.aggregation)
+    engine = make_engine("emulated", "e0", policy, directory, "llama3.1-8b-a100", max_num_seqs=8, num_blocks=512)
+    tokens, finished = [], asyncio.Event()
+
+    async def sink(report, end_s):
+        tokens.append(sum(report.tokens_emitted.values()))
+        if report.finished:
+            finished.set()
+    stepper = RealTimeStepper(engine, sink, time_scale=1.0)
+    stepper.submit(_call("c1", 100, 12, stepper.now_s(), 1))
+    await _run_until(stepper, finished, timeout_s=60)
+    assert sum(tokens) == 12
