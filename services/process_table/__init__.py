@@ -11,5 +11,7 @@ Run: `python -m services.process_table` (NATS_URL, DATABASE_URL, see `settings.p
     fold.py        pure: completions folded into program rows with the core's ProgramLedger
     sessions.py    open / close / look up / expire / promote
     models.py      SQLAlchemy models of tenants, programs, threads, calls
+    views.py, wire.py   what the table hands out, and its mapping to wire messages
+    settings.py, db.py, transact.py, expiry.py   settings, engine, retried transactions, idle sweeper
     loadtest.py    the measurement behind `autellix bench process-table`
 """
