@@ -53,13 +53,15 @@ class StackProcess:
 
 
 def start_stack(policy: str, engines: int, port: int, backend: str = "lite",
-                ready_timeout_s: float = 120.0, max_num_seqs: int | None = None) -> StackProcess:
+                ready_timeout_s: float = 120.0, max_num_seqs: int | None = None,
+                extra_env: dict[str, str] | None = None) -> StackProcess:
     state_dir = Path(tempfile.mkdtemp(prefix=f"autellix-demo-{policy}-", dir="/tmp"))
     api_key = f"sk-demo-{secrets.token_urlsafe(12)}"
     env = {**os.environ, "SCHEDULING_POLICY": policy, "AUTELLIX_API_KEYS": f"demo:{api_key}",
            "AUTELLIX_ENV": "development", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning")}
     if max_num_seqs:
         env["ENGINE_MAX_NUM_SEQS"] = str(max_num_seqs)  # read by every engine agent's settings
+    env.update(extra_env or {})
     log_path = Path(tempfile.gettempdir()) / f"autellix-demo-{policy}-up.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -1,0 +1,153 @@
+"""Mesh overhead benchmark: what the serving path adds to a call, and how many calls/s it carries.
+
+    python -m loadgen.live.mesh_bench [--json PATH] [--calls 400] [--seconds 10] [--concurrency 64]
+
+Starts `autellix up --engines 1` with a zero-time engine (`TIME_SCALE=0`: modeled steps are not
+slept, so a call costs only the engine model's CPU), then measures one-token calls:
+- direct: a RunCall sent straight to the engine agent over NATS, tokens read from its subject;
+- full: the same call through HTTP -> session_api -> router -> engine agent -> tokens -> HTTP.
+Added latency = percentile(full) - percentile(direct), sequential calls. Throughput: full-path
+calls with `--concurrency` in flight for `--seconds`, with one router, then with a second router
+replica started beside the stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from loadgen.live.report import percentile
+from loadgen.live.stack_process import start_stack
+from shared.bus import Bus
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+PROMPT = "x" * 64  # 16 tokens
+
+
+async def _direct_call(bus: Bus, engine_id: str) -> float:
+    call_id = uuid.uuid4().hex
+    done = asyncio.Event()
+
+    async def on_chunk(raw) -> None:
+        if b"done" in raw.data and _is_done(raw.data):
+            done.set()
+    t0 = time.perf_counter()
+    sub = await bus.nc.subscribe(subjects.tokens(call_id), cb=on_chunk)
+    route = m.RouteCall(call_id=call_id, program_id=f"bench-{call_id}", prompt_tokens=16,
+                        prompt_segments=[(f"bench:{call_id}", 16)], max_tokens=1,
+                        reply_subject=subjects.tokens(call_id), tenant="bench")
+    await bus.request(subjects.engine_commands(engine_id), m.RunCall(call=route, engine_id=engine_id),
+                      timeout_s=5.0)
+    await asyncio.wait_for(done.wait(), 10.0)
+    elapsed = time.perf_counter() - t0
+    await sub.unsubscribe()
+    return elapsed
+
+
+def _is_done(data: bytes) -> bool:
+    from shared.protocol.envelope import decode
+
+    body = decode(data).body
+    return isinstance(body, m.TokenChunk) and body.done
+
+
+async def _full_call(http: httpx.AsyncClient) -> float:
+    t0 = time.perf_counter()
+    resp = await http.post("/v1/chat/completions", json={
+        "model": "bench", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1})
+    resp.raise_for_status()
+    return time.perf_counter() - t0
+
+
+async def _throughput(http: httpx.AsyncClient, seconds: float, concurrency: int) -> float:
+    deadline = time.perf_counter() + seconds
+    count = 0
+
+    async def worker() -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            await _full_call(http)
+            count += 1
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return count / (time.perf_counter() - t0)
+
+
+def _stats_ms(values: list[float]) -> dict:
+    vs = sorted(values)
+    return {"p50": percentile(vs, 50) * 1e3, "p99": percentile(vs, 99) * 1e3, "mean": sum(vs) / len(vs) * 1e3}
+
+
+async def run_bench(calls: int, seconds: float, concurrency: int, port: int) -> dict:
+    stack = await asyncio.to_thread(start_stack, "atlas", 1, port, "lite", 120.0, None,
+                                    {"TIME_SCALE": "0", "LOG_LEVEL": "warning"})
+    extra_router = None
+    try:
+        bus = await Bus.connect(stack.nats_url, "mesh_bench", 5.0)
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(base_url=stack.url, limits=limits, timeout=30.0,
+                                     headers={"Authorization": f"Bearer {stack.api_key}"}) as http:
+            for _ in range(50):  # warm up both paths
+                await _direct_call(bus, "e0")
+                await _full_call(http)
+            direct, full = [], []
+            for _ in range(calls):  # interleaved, so drift in the machine's load hits both alike
+                direct.append(await _direct_call(bus, "e0"))
+                full.append(await _full_call(http))
+            one_router = await _throughput(http, seconds, concurrency)
+            extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
+                                            env={**os.environ, "NATS_URL": stack.nats_url, "LOG_LEVEL": "warning"},
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await asyncio.sleep(3.0)  # joins the queue group and hears a heartbeat
+            two_routers = await _throughput(http, seconds, concurrency)
+        await bus.close()
+    finally:
+        if extra_router is not None:
+            extra_router.terminate()
+            extra_router.wait(10)
+        await asyncio.to_thread(stack.stop)
+    d, f = _stats_ms(direct), _stats_ms(full)
+    return {
+        "engine": "lite, TIME_SCALE=0 (zero-time)",
+        "calls": calls,
+        "direct_ms": d,
+        "full_ms": f,
+        "added_latency_ms": {"p50": f["p50"] - d["p50"], "p99": f["p99"] - d["p99"]},
+        "calls_per_s": one_router,
+        "calls_per_s_two_routers": two_routers,
+        "concurrency": concurrency,
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadgen.live.mesh_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=400)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--port", type=int, default=8199)
+    p.add_argument("--json", dest="json_path")
+    args = p.parse_args(argv)
+    result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port))
+    text = json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                       for k, v in result.items()}, indent=1)
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
