@@ -40,6 +40,11 @@ from shared.protocol.errors import ErrorCode
 
 REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
 MAX_RETRY_DELAY_S = 2.0  # backoff ceiling while a completion batch keeps failing to commit
+# Completions delivered to an instance that dies unacked come back after this; a batch being
+# retried sends in-progress acks at least every MAX_RETRY_DELAY_S, so it is not redelivered meanwhile
+# (and if it were, the apply is idempotent). 30 s (the JetStream default) left a SIGKILLed table's
+# in-flight completions unapplied, and priorities stale, for 30 s (measured by `autellix chaos`).
+COMPLETION_ACK_WAIT_S = 5.0
 
 
 @dataclass
@@ -67,7 +72,8 @@ class ProcessTableService:
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.events_of_type(m.CallCompleted),
-            types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion)
+            types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion,
+            ack_wait_s=COMPLETION_ACK_WAIT_S)
         self._apply_task: asyncio.Task | None = None
         self._stopping = False
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)

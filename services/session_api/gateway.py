@@ -72,6 +72,7 @@ class CallStream:
         self._held: list[int] = []
         self._release = None  # the admission limits' release, called once on close
         self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
+        self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
         self._last_chunk_s = time.monotonic()
 
     def __aiter__(self):
@@ -83,7 +84,9 @@ class CallStream:
             try:
                 chunk: m.TokenChunk = await asyncio.wait_for(self._queue.get(), timeout=check_s)
             except TimeoutError:
-                if self.engine_id is not None and not self._gateway.engine_is_live(self.engine_id):
+                if self.engine_id is not None and (
+                        not self._gateway.engine_is_live(self.engine_id)
+                        or self._gateway.engine_incarnation(self.engine_id) != self.engine_incarnation):
                     if await recovery.redispatch(self._gateway, self):
                         continue
                     raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
@@ -137,6 +140,7 @@ class CallStream:
         self._next_index = 0
         self._held = []
         self.placed_reconnects = self._gateway.reconnects()
+        self.engine_incarnation = self._gateway.engine_incarnation(engine_id)
         self._last_chunk_s = time.monotonic()
 
     async def close(self) -> None:
@@ -169,6 +173,7 @@ class Gateway:
         self.outputs = OutputIndex()
         self.limits = CallLimiter.from_settings(settings)
         self._engine_seen_s: dict[str, float] = {}
+        self._engine_started_ns: dict[str, int] = {}
         self._hb_sub: Subscription | None = None
 
     @classmethod
@@ -187,6 +192,11 @@ class Gateway:
     # --- engines -------------------------------------------------------------------------------
     async def _on_heartbeat(self, msg: Incoming) -> None:
         self._engine_seen_s[msg.body.engine_id] = time.monotonic()
+        # an engine restarted within engine_ttl_s never looks dead, but lost its calls all the same
+        self._engine_started_ns[msg.body.engine_id] = msg.body.started_at_ns
+
+    def engine_incarnation(self, engine_id: str) -> int:
+        return self._engine_started_ns.get(engine_id, 0)
 
     def engine_is_live(self, engine_id: str) -> bool:
         seen = self._engine_seen_s.get(engine_id)
@@ -306,6 +316,7 @@ class Gateway:
             await stream.close()
             raise
         stream.engine_id = routed.engine_id
+        stream.engine_incarnation = self.engine_incarnation(routed.engine_id)
         stream.route = route
         stream._release = lambda: self.limits.release(tenant, call.session_id)
         return stream
