@@ -1,7 +1,8 @@
 """Build the lite-vs-emulated fidelity table from `autellix sim --json` outputs.
 
-Run: `python -m tests.vllm.fidelity_table DIR OUT.md` where DIR holds `<workload>-lite.json` and
-`<workload>-emulated.json` pairs (same command, only `--engine` differs).
+Run: `python -m tests.vllm.fidelity_table DIR > OUT.md` where DIR holds `[PREFIX]<workload>-lite.json`
+and `[PREFIX]<workload>-emulated.json` pairs (same command, only `--engine` differs); the committed
+runs are `docs/results/vllm_fidelity_*.json`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def table(run_dir: Path) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     orders, points = [], []
     for lite_path in sorted(run_dir.glob("*-lite.json")):
-        workload = lite_path.name.removesuffix("-lite.json")
-        emu_path = run_dir / f"{workload}-emulated.json"
+        stem = lite_path.name.removesuffix("-lite.json")
+        workload = stem.removeprefix("vllm_fidelity_")
+        emu_path = run_dir / f"{stem}-emulated.json"
         if not emu_path.exists():
             continue
         lite, emu = json.loads(lite_path.read_text()), json.loads(emu_path.read_text())
