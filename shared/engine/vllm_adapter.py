@@ -355,12 +355,14 @@ class _ProgramAware(_CallTracking):
             self._preempt_request(victim, time.monotonic())
 
     def _fits(self, request: Request) -> bool:
-        """Would the first chunk of this waiting request find free KV blocks right now?"""
+        """Would vLLM admit this waiting request now, KV-wise? vLLM 0.33 admits only when blocks for
+        the whole remaining sequence are free (`scheduler_reserve_full_isl`, on by default), else
+        when its first chunk fits."""
         _, num_cached, _ = self.kv_cache_manager.get_computed_blocks(request)
         todo = request.num_tokens - max(num_cached, request.num_computed_tokens)
-        if self.scheduler_config.enable_chunked_prefill:
+        if self.scheduler_config.enable_chunked_prefill and not self.scheduler_reserve_full_isl:
             todo = min(todo, self.max_num_scheduled_tokens)
-        need = math.ceil((todo + 1) / self.block_size)
+        need = math.ceil((todo + 1) / self.block_size) + self.kv_cache_manager.watermark_blocks
         return self.kv_cache_manager.block_pool.get_num_free_blocks() >= need
 
 
