@@ -8,6 +8,7 @@ reconnects (once connected) go on forever with a short wait, and every transitio
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client
@@ -18,8 +19,23 @@ from shared.logging import get_logger
 RECONNECT_WAIT_S = 0.5
 
 
+def redact_url(url: str) -> str:
+    """A server URL (or comma list) fit for logs: a password or token in it becomes '***'."""
+    out = []
+    for server in url.split(","):
+        parts = urlsplit(server.strip())
+        if parts.username is None and parts.password is None:
+            out.append(server.strip())
+            continue
+        host = parts.netloc.rpartition("@")[2]
+        userinfo = f"{parts.username}:***" if parts.password is not None else "***"  # a lone token is secret
+        out.append(urlunsplit(parts._replace(netloc=f"{userinfo}@{host}")))
+    return ",".join(out)
+
+
 async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> Client:
-    log = get_logger(nats_url=url, client=name)
+    # credentials ride in the URL (nats://user:password@host): never in a log line
+    log = get_logger(nats_url=redact_url(url), client=name)
     first_attempt_done = False
 
     async def on_error(exc: Exception) -> None:
@@ -56,7 +72,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             await nc.close()
         except Exception:  # already half-closed; nothing else to release
             pass
-        raise ConnectFailed(f"cannot connect to NATS at {url} within {connect_timeout_s:g} s "
+        raise ConnectFailed(f"cannot connect to NATS at {redact_url(url)} within {connect_timeout_s:g} s "
                             f"({type(exc).__name__}: {exc})") from None
     first_attempt_done = True
     log.info("nats_connected")

@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from shared.bus import Bus, BusError
+from shared.bus.connection import redact_url
 from shared.logging import configure_logging
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -121,7 +122,7 @@ class Stack:
 
     def _start_nats(self) -> None:
         if self.nats_url:
-            self.say(f"using external NATS at {self.nats_url}")
+            self.say(f"using external NATS at {redact_url(self.nats_url)}")
             return
         self.nats = NatsServer(self.state_dir / "nats", port=self.cfg.nats_port,
                                log_path=self.log_dir / "nats.log")
@@ -288,7 +289,7 @@ async def run_stack(cfg: StackConfig, on_ready: Callable[[Stack], None] | None =
         except StartupFailed as exc:
             print(f"autellix up: startup failed: {exc}", file=sys.stderr, flush=True)
             return 1
-        stack.say(f"ready: API {stack.cfg.options.host}:{stack.cfg.options.port}, NATS {stack.nats_url}, "
+        stack.say(f"ready: API {stack.cfg.options.host}:{stack.cfg.options.port}, NATS {redact_url(stack.nats_url)}, "
                   f"logs {stack.log_dir} (Ctrl-C stops everything)")
         if on_ready:
             on_ready(stack)
