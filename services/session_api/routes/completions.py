@@ -7,7 +7,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
 
 from services.session_api import metrics, recovery
 from services.session_api.calls import PreparedCall, prepare_chat, prepare_completion
@@ -60,9 +61,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
                     {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
                      "choices": []})
     text, finish = await _collect(stream, prepared, gateway, "chat")
-    return ChatCompletion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
-                          choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
-                          usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))
+    return _json(ChatCompletion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
+                                choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
+                                usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens)))
 
 
 @router.post("/completions", response_model=Completion, responses={**_ERRORS, **_STREAMED})
@@ -82,9 +83,15 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
                     {"id": cid, "object": "text_completion", "created": created, "model": body.model,
                      "choices": []})
     text, finish = await _collect(stream, prepared, gateway, "completions")
-    return Completion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
-                      choices=[CompletionChoice(text=text, finish_reason=finish)],
-                      usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))
+    return _json(Completion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
+                            choices=[CompletionChoice(text=text, finish_reason=finish)],
+                            usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens)))
+
+
+def _json(body: BaseModel) -> Response:
+    """The answer serialized once, as built: returning the model itself has FastAPI dump it,
+    validate it again against `response_model` and serialize it (about a third of the route's CPU)."""
+    return Response(body.model_dump_json(), media_type="application/json")
 
 
 async def _collect(stream: CallStream, prepared: PreparedCall, gateway, endpoint: str) -> tuple[str, str]:
