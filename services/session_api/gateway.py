@@ -4,6 +4,12 @@ router, token streams back on the call's own subject, and engine liveness from h
 When a call's engine stops heartbeating, the call is placed again on another engine if the client
 has not seen any of its tokens yet (services/session_api/recovery.py); otherwise, or when the
 client opted out, the stream fails with a retryable 503. A missing chunk is a retryable 503 too.
+
+Token streams: one wildcard subscription on this process's own inbox (`<inbox>.*`, an inbox from
+the NATS client) carries every call's chunks; each call's reply subject is `<inbox>.<call id>`
+and a dict sends a chunk to its call's queue. A subscription per call cost a SUB and an UNSUB
+per call and a reader task per subscription in nats-py, measured as a large share of the API's
+per-call CPU; with the wildcard the reply subject is live before the call is placed.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import time
 import uuid
 
+from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from services.session_api import recovery
@@ -47,10 +54,23 @@ def _bus_unavailable(service: str, exc: BusError) -> ApiError:
     return unavailable(f"{service} unavailable ({exc}); retry shortly", code=f"{service}_unavailable")
 
 
+class TokenListener:
+    """One call's place in the gateway's token dispatch table; `unsubscribe()` removes it."""
+
+    __slots__ = ("_gateway", "reply_subject")
+
+    def __init__(self, gateway: Gateway, reply_subject: str) -> None:
+        self._gateway = gateway
+        self.reply_subject = reply_subject
+
+    async def unsubscribe(self) -> None:
+        self._gateway.stop_listening(self.reply_subject)
+
+
 class CallStream:
     """Token ids of one call as they arrive; `close()` unsubscribes and cancels an unfinished call."""
 
-    def __init__(self, gateway: Gateway, call_id: str, queue: asyncio.Queue, sub: Subscription) -> None:
+    def __init__(self, gateway: Gateway, call_id: str, queue: asyncio.Queue, sub: TokenListener) -> None:
         self._gateway = gateway
         self.call_id = call_id
         self._queue = queue
@@ -175,6 +195,8 @@ class Gateway:
         self._engine_seen_s: dict[str, float] = {}
         self._engine_started_ns: dict[str, int] = {}
         self._hb_sub: Subscription | None = None
+        self._token_inbox = bus.nc.new_inbox()  # this process's token subjects: <inbox>.<call id>
+        self._listeners: dict[str, tuple[str, asyncio.Queue]] = {}  # reply subject -> (call id, queue)
 
     @classmethod
     async def connect(cls, settings: SessionApiSettings) -> Gateway:
@@ -183,6 +205,8 @@ class Gateway:
         await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
         gateway._hb_sub = await bus.subscribe(subjects.all_engine_heartbeats(), gateway._on_heartbeat,
                                               types=(m.EngineHeartbeat,))
+        await bus.nc.subscribe(f"{gateway._token_inbox}.*", cb=gateway._on_token)
+        await bus.nc.flush()  # the server has the subscription before any call is placed
         await bus.serve_health()
         return gateway
 
@@ -259,16 +283,33 @@ class Gateway:
         """How often the bus has reconnected to NATS (core NATS messages may be lost across one)."""
         return self.bus.nc.stats.get("reconnects", 0)
 
-    async def subscribe_tokens(self, call_id: str, reply_subject: str, queue: asyncio.Queue) -> Subscription:
-        async def on_chunk(raw) -> None:
-            try:
-                body = decode(raw.data).body
-            except ProtocolError as exc:
-                log.warning("token_chunk_rejected", call_id=call_id, reason=str(exc))
-                return
-            if isinstance(body, m.TokenChunk) and body.call_id == call_id:
-                queue.put_nowait(body)
-        return await self.bus.nc.subscribe(reply_subject, cb=on_chunk)
+    def token_subject(self, key: str) -> str:
+        """A reply subject for one placement of a call (`key`: the call id, or with a suffix for a
+        re-placement); chunks published there reach this process's wildcard subscription."""
+        subjects.token(key)  # one subject token: no '.', '*', '>' or spaces
+        return f"{self._token_inbox}.{key}"
+
+    async def _on_token(self, raw: Msg) -> None:
+        listener = self._listeners.get(raw.subject)
+        if listener is None:
+            return  # a late chunk of a closed or re-placed call: nobody waits for it
+        call_id, queue = listener
+        try:
+            body = decode(raw.data).body
+        except ProtocolError as exc:
+            log.warning("token_chunk_rejected", call_id=call_id, reason=str(exc))
+            return
+        if isinstance(body, m.TokenChunk) and body.call_id == call_id:
+            queue.put_nowait(body)
+
+    async def subscribe_tokens(self, call_id: str, reply_subject: str, queue: asyncio.Queue) -> TokenListener:
+        if not reply_subject.startswith(self._token_inbox + "."):
+            raise ValueError(f"reply subject {reply_subject!r} is not one of this gateway's (token_subject())")
+        self._listeners[reply_subject] = (call_id, queue)
+        return TokenListener(self, reply_subject)
+
+    def stop_listening(self, reply_subject: str) -> None:
+        self._listeners.pop(reply_subject, None)
 
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
@@ -290,7 +331,7 @@ class Gateway:
             primary_engine = info.primary_engine
             program_started_at_ns = info.opened_at_ns or program_started_at_ns
         queue: asyncio.Queue = asyncio.Queue()
-        reply_subject = subjects.tokens(call.call_id)
+        reply_subject = self.token_subject(call.call_id)
         sub = await self.subscribe_tokens(call.call_id, reply_subject, queue)
         stream = CallStream(self, call.call_id, queue, sub)
         stream.placed_reconnects = self.reconnects()

@@ -56,7 +56,7 @@ async def redispatch(gateway: Gateway, stream: CallStream, cancel_lost: bool = F
         await gateway.cancel(lost, stream.call_id)
     # a fresh reply subject per placement; the lost engine may have been the program's primary one,
     # so the router chooses afresh
-    reply_subject = subjects.tokens(f"{stream.call_id}-r{stream.redispatches + 1}")
+    reply_subject = gateway.token_subject(f"{stream.call_id}-r{stream.redispatches + 1}")
     await stream.listen_on(reply_subject)
     route = dataclasses.replace(stream.route, primary_engine=None, reply_subject=reply_subject)
     try:
