@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import signal
 
+import uvloop
+
 from services.engine_agent.backends import make_engine
 from services.engine_agent.directory import CachedProgramDirectory
 from services.engine_agent.handlers import EngineAgent
@@ -106,5 +108,5 @@ def parse_args(argv: list[str] | None = None) -> dict:
 def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
     configure_logging("engine_agent", settings.environment, settings.log_level, settings.log_json)
-    asyncio.run(serve(settings))
+    uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
     return 0

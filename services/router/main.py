@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import uvloop
+
 from services.router.decision import EngineChooser
 from services.router.engine_table import EngineTable
 from services.router.handlers import RouterHandlers
@@ -54,5 +56,5 @@ async def serve(settings: RouterSettings) -> None:
 def run() -> int:
     settings = RouterSettings()
     configure_logging("router", settings.environment, settings.log_level, settings.log_json)
-    asyncio.run(serve(settings))
+    uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
     return 0
