@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psutil
 
 from loadgen.live.report import percentile
 from loadgen.live.stack_process import start_stack
@@ -84,6 +85,41 @@ async def _throughput(http: httpx.AsyncClient, seconds: float, concurrency: int)
     return count / (time.perf_counter() - t0)
 
 
+def _role(proc: psutil.Process) -> str | None:
+    """Which part of the stack a process is (services by module name, then the two servers)."""
+    try:
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return None
+    for name in ("session_api", "router", "engine_agent", "process_table", "controller"):
+        if f"services.{name}" in cmd:
+            return name
+    if "nats-server" in cmd:
+        return "nats"
+    if "postgres" in cmd:
+        return "postgres"
+    return None
+
+
+def _cpu_s_by_role(root_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the stack's processes, summed per role."""
+    totals: dict[str, float] = {}
+    try:
+        procs = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return totals
+    for proc in procs:
+        role = _role(proc)
+        if role is None:
+            continue
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        totals[role] = totals.get(role, 0.0) + t.user + t.system
+    return totals
+
+
 def _stats_ms(values: list[float]) -> dict:
     vs = sorted(values)
     return {"p50": percentile(vs, 50) * 1e3, "p99": percentile(vs, 99) * 1e3, "mean": sum(vs) / len(vs) * 1e3}
@@ -105,7 +141,15 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int) -> 
             for _ in range(calls):  # interleaved, so drift in the machine's load hits both alike
                 direct.append(await _direct_call(bus, "e0"))
                 full.append(await _full_call(http))
+            cpu_before = _cpu_s_by_role(stack.proc.pid)
+            client_before = time.process_time()
+            t0 = time.perf_counter()
             one_router = await _throughput(http, seconds, concurrency)
+            num_calls = one_router * (time.perf_counter() - t0)
+            cpu_after = _cpu_s_by_role(stack.proc.pid)
+            cpu_ms_per_call = {role: round((cpu_after[role] - cpu_before.get(role, 0.0)) / num_calls * 1e3, 3)
+                               for role in sorted(cpu_after)}
+            cpu_ms_per_call["bench_client"] = round((time.process_time() - client_before) / num_calls * 1e3, 3)
             extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
                                             env={**os.environ, "NATS_URL": stack.nats_url, "LOG_LEVEL": "warning"},
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -127,7 +171,11 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int) -> 
         "calls_per_s": one_router,
         "calls_per_s_two_routers": two_routers,
         "concurrency": concurrency,
+        # CPU each part of the stack spent per call in the one-router window (the bench's own
+        # client included: it shares the machine's cores with the stack)
+        "cpu_ms_per_call": cpu_ms_per_call,
         "cpu_count": os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
     }
 
 
