@@ -223,11 +223,15 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         if need < 0:
             return "budget"
         if need > self.pool.num_free - watermark:
-            # retained sessions give way before the call waits (recomputed: victims' blocks may be hits)
-            if self.retention is None or not self._reclaim(need - (self.pool.num_free - watermark)):
-                return "kv"
-            need, n, hits, _ = self._admission_need(seq, budget, whole)
-            if need < 0 or need > self.pool.num_free - watermark:
+            # retained sessions give way before the call waits; a victim may be the call's own
+            # session, whose unpinned hits then count as taken from the free pool: ask again
+            while self.retention is not None and need > self.pool.num_free - watermark:
+                if not self._reclaim(need - (self.pool.num_free - watermark)):
+                    break
+                need, n, hits, _ = self._admission_need(seq, budget, whole)
+                if need < 0:
+                    return "budget"
+            if need > self.pool.num_free - watermark:
                 return "kv"
         bs = self.block_size
         if seq.status == SWAPPED:
