@@ -138,6 +138,10 @@ class Experiment:
             p = self._run_sized(variant, rate, n)
             wall += p["wall_s"]
             in_system = rate * p["mean_response_s"] if p["completed_programs"] else math.inf
+            if not math.isfinite(in_system):  # nothing finished before the backlog cut: past saturation
+                need = n
+                over = growing = False
+                break
             need = math.ceil(cfg.little_factor * in_system) * scale
             # a cold start only biases latency low: a point already over every SLO stays bad
             over = p["completed_programs"] > 0 and p["mean_norm_latency_s"] > self._max_slo_s()
