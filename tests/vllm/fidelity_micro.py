@@ -1,6 +1,6 @@
 """Lite vs emulated on one small chained-program trace: the same calls through both engine models.
 
-Run: `HF_HUB_OFFLINE=1 .venv/bin/python -m tests.vllm.fidelity_micro [num_programs]` (the test
+Run: `HF_HUB_OFFLINE=1 .venv/bin/python -m tests.vllm.fidelity_micro [num_programs [seed]]` (the test
 `test_fidelity_micro.py` runs a smaller instance). Programs arrive by a Poisson process (1.2/s), each
 a chain of 1-16 calls with a 2,000-token system prompt and its growing history; KV 6,000 blocks.
 """
@@ -52,8 +52,8 @@ def run(policy: str, kind: str, trace: list[Chain]) -> dict:
             "wall_s": time.perf_counter() - t0}
 
 
-def main(num_programs: int) -> None:
-    trace = chains(num_programs)
+def main(num_programs: int, seed: int = 1) -> None:
+    trace = chains(num_programs, seed)
     for policy in ("fcfs", "plas", "atlas"):
         for kind in ("lite", "emulated"):
             r = run(policy, kind, trace)
@@ -64,4 +64,4 @@ def main(num_programs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 120)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 120, int(sys.argv[2]) if len(sys.argv) > 2 else 1)
