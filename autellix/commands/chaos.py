@@ -79,7 +79,10 @@ def run_chaos(args: argparse.Namespace) -> int:
                                       "orphan_completions", "faults_injected", "duration_s")}
     print(json.dumps(summary, indent=2))
     _write(result, args.json_path)
-    return 0 if result["lost"] == 0 and result["double_counted"] == 0 and result["failed_other"] == 0 else 1
+    if result["unrecovered_faults"]:
+        _say(f"NOT RECOVERED: {result['unrecovered_faults'][0]['target']}")
+    ok = not (result["lost"] or result["double_counted"] or result["failed_other"] or result["unrecovered_faults"])
+    return 0 if ok else 1
 
 
 def run_hold(args: argparse.Namespace) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from loadgen.chaos.faults import FAULT_KINDS, FaultRecord, inject
 from loadgen.chaos.ledger import audit
@@ -41,8 +43,13 @@ async def run_faults(stack: ChaosStack, plan: ChaosPlan, t0: float, done: asynci
             await asyncio.sleep(plan.gap_s)
             if time.monotonic() - t0 > plan.max_duration_s:
                 break
-            records.append(await inject(stack, kind, counts[kind], plan.down_s, t0))
-            counts[kind] += 1
+            try:
+                records.append(await inject(stack, kind, counts[kind], plan.down_s, t0))
+            except TimeoutError as exc:  # the stack did not come back: report it, stop injecting
+                records.append(FaultRecord(kind, f"UNRECOVERED: {exc}", round(time.monotonic() - t0, 2), -1.0))
+                break
+            finally:
+                counts[kind] += 1
         await asyncio.sleep(plan.tail_s)
     finally:
         done.set()
@@ -68,10 +75,15 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         say(f"load done: {tally.completed}/{tally.submitted} calls completed; auditing PostgreSQL")
         result = await audit(stack.database_url, tally.completed_call_ids, tally.sessions)
         rss_end = stack.rss_mib()
+        unrecovered = [r for r in records if r.recovered_s < 0]
+        if unrecovered:
+            kept = stack.keep_logs(Path(tempfile.mkdtemp(prefix="autellix-chaos-logs-", dir="/tmp")))
+            say(f"a fault was not recovered from; logs kept in {kept}")
     finally:
         if own:
             stack.down()
     injected = {k: sum(1 for r in records if r.kind == k) for k in plan.kinds}
+    unrecovered = [asdict(r) for r in records if r.recovered_s < 0]
     lost = tally.no_answer + result.lost_completions + tally.calls_given_up
     return {
         "submitted": tally.submitted,
@@ -84,6 +96,7 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         "double_counted": result.double_counted,
         "orphan_completions": result.orphan_completions,
         "faults_injected": injected,
+        "unrecovered_faults": unrecovered,
         "faults": [asdict(r) for r in records],
         "programs": {"started": tally.programs_started, "completed": tally.programs_completed,
                      "checked_in_db": result.programs_checked, "promoted": result.promoted_programs},

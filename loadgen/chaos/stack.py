@@ -137,15 +137,25 @@ class ChaosStack(Stack):
         t0 = time.monotonic()
         engines = {n.removeprefix("engine_agent-") for n in self.names("engine_agent-")}
         key = next(iter(self.tenant_keys.values()))
+        last = "no answer"
         async with httpx.AsyncClient(base_url=self.api_url, timeout=2.0) as http:
             while time.monotonic() - t0 < timeout_s:
                 try:
                     health = (await http.get("/healthz")).json()
+                    last = f"healthz {health}"
                     if health.get("nats") == "connected" and engines <= set(health.get("engines", ())):
                         probe = await http.get("/v1/sessions/s-probe", headers={"Authorization": f"Bearer {key}"})
+                        last = f"session probe {probe.status_code} {probe.text[:200]}"
                         if probe.status_code == 404:
                             return time.monotonic() - t0
-                except (httpx.HTTPError, ValueError):
-                    pass
+                except (httpx.HTTPError, ValueError) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
                 await asyncio.sleep(0.1)
-        raise TimeoutError(f"stack not ready within {timeout_s:g} s after a fault (logs in {self.log_dir})")
+        dead = [f"{p.name} (exit {p.exit_code()})" for p in self.processes if not p.alive()]
+        raise TimeoutError(f"stack not ready within {timeout_s:g} s after a fault: last {last}; "
+                           f"dead processes: {dead or 'none'} (logs in {self.log_dir})")
+
+    def keep_logs(self, dest: Path) -> Path:
+        """Copy the logs somewhere that outlives `down()` (for a failed run)."""
+        shutil.copytree(self.log_dir, dest, dirs_exist_ok=True)
+        return dest

@@ -19,7 +19,7 @@ async def _run(stack, kind: str, count: int = 1) -> dict:
     plan = ChaosPlan(kinds=(kind,), faults_per_kind=count, gap_s=1.5, tail_s=2.0, down_s=0.5,
                      workload=WorkloadSpec(concurrency=6, calls_per_program=3, max_tokens=24))
     result = await chaos(plan, stack=stack)
-    assert result["faults_injected"] == {kind: count}
+    assert result["faults_injected"] == {kind: count} and not result["unrecovered_faults"], result["faults"]
     assert result["lost"] == 0, result
     assert result["double_counted"] == 0, result["mismatches"]
     assert result["failed_other"] == 0, result["errors_seen"]
