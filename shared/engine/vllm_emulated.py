@@ -93,7 +93,7 @@ class EmulatedVllmEngine:
             prefix_caching=prefix_caching, max_model_len=max_model_len, sync=True)
         self.sched.attach_directory(directory)
         self._tokens = SegmentTokens()
-        self._out_len: dict[str, int] = {}
+        self._out_tokens: dict[str, list[int]] = {}
         self.stats = {"steps": 0, "preemptions": 0, "promotions": 0, "recomputed_tokens": 0,
                       "prefix_hit_tokens": 0, "prompt_tokens": 0}
 
@@ -114,11 +114,15 @@ class EmulatedVllmEngine:
                                         call.max_output_tokens, call.arrival_s, extra)
         self.sched.set_clock(now_s)
         self.sched.add_request(request)
-        self._out_len[call.call_id] = call.max_output_tokens
+        # the call's output is its `out:<id>` segment, so later prompts repeating it hit the cache
+        self._out_tokens[call.call_id] = self._tokens.tokens(
+            output_segment_id(call.call_id), call.max_output_tokens).tolist()
 
     def _next_token(self, call_id: str, index: int) -> int:
-        n = self._out_len.get(call_id, index + 1)
-        return int(self._tokens.tokens(output_segment_id(call_id), max(n, index + 1))[index])
+        out = self._out_tokens.get(call_id)
+        if out is None or index >= len(out):
+            return int(self._tokens.tokens(output_segment_id(call_id), index + 1)[index])
+        return out[index]
 
     def step(self, now_s: float) -> StepReport | None:
         sched = self.sched
@@ -137,7 +141,7 @@ class EmulatedVllmEngine:
         emitted = {rid: len(t) for rid, t in zip(mro.req_ids, mro.sampled_token_ids, strict=False) if t}
         finished = []
         for call in sched.pop_finished_calls():
-            self._out_len.pop(call.call_id, None)
+            self._out_tokens.pop(call.call_id, None)
             if call.aborted:
                 continue
             finished.append(self._completion(call))
@@ -169,7 +173,7 @@ class EmulatedVllmEngine:
     def abort(self, call_id: str) -> bool:
         if not self._va.abort_request(self.sched, call_id):
             return False
-        self._out_len.pop(call_id, None)
+        self._out_tokens.pop(call_id, None)
         # an abort outside a step: drop its record now (it is not a completion)
         self.sched.finished_calls = [c for c in self.sched.finished_calls if c.call_id != call_id]
         return True
