@@ -54,3 +54,15 @@ def test_plan_only_for_strictly_better_class():
     b2 = st.admit("b2", ProgramMeta("B"), 2.0, 10, 2.0)
     assert [p.victim for p in st.plan_for_slots([b, b2], [a])] == ["a"]
     assert st.plan_for_slots([a], [b]) == [] and st.plan_for_kv(b2, [b]) is None
+
+
+def test_segment_tokens_are_deterministic_and_prefix_stable():
+    from shared.engine.vllm_emulated import SegmentTokens
+
+    a, b = SegmentTokens(max_segments=2), SegmentTokens()
+    short = a.tokens("out:c1", 10).tolist()
+    assert a.tokens("out:c1", 500).tolist()[:10] == short  # a growing output keeps its prefix
+    a.tokens("x", 5), a.tokens("y", 5)  # evicts out:c1 from the small memo
+    assert a.tokens("out:c1", 10).tolist() == short == b.tokens("out:c1", 10).tolist()
+    assert b.prompt((("s", 3), ("t", 2))) == b.tokens("s", 3).tolist() + b.tokens("t", 2).tolist()
+    assert b.tokens("s", 16).tolist() != b.tokens("t", 16).tolist()
