@@ -20,7 +20,7 @@ lint: setup
 
 test: setup
 	$(BIN)/ruff check .
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 AUTELLIX_REQUIRE_VLLM=1 $(BIN)/pytest -q
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/autellix demo
