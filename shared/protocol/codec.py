@@ -84,20 +84,32 @@ def _converter_for(tp: Any) -> Converter:
             raise TypeError(f"only X | None unions are supported, got {tp}")
         conv = _converter_for(inner[0])
         return lambda v, path: None if v is None else conv(v, path)
+    # Lists and tuples: elements that already have their exact scalar type are taken as they are,
+    # and element paths (`field[3]`) are formatted only to report an error: a first pass converts
+    # without them, and on failure a second pass finds the element and raises with its path.
     if origin is list:
         conv = _converter_for(args[0])
+        elem_type = args[0] if args[0] in _SCALARS else None
 
         def list_conv(v: Any, path: str) -> list:
             if type(v) is not list:
                 _fail(path, "list", v)
-            return [conv(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            if elem_type is not None and all(type(x) is elem_type for x in v):
+                return list(v)
+            try:
+                return [conv(x, path) for x in v]
+            except ProtocolError:
+                return [conv(x, f"{path}[{i}]") for i, x in enumerate(v)]
         return list_conv
     if origin is tuple:
         convs = [_converter_for(a) for a in args]
+        elem_types = tuple(args) if all(a in _SCALARS for a in args) else None
 
         def tuple_conv(v: Any, path: str) -> tuple:
             if type(v) not in (list, tuple) or len(v) != len(convs):
                 _fail(path, f"array of {len(convs)}", v)
+            if elem_types is not None and all(type(x) is t for x, t in zip(v, elem_types, strict=True)):
+                return tuple(v)
             return tuple(c(x, f"{path}[{i}]") for i, (c, x) in enumerate(zip(convs, v, strict=True)))
         return tuple_conv
     if origin is dict:
@@ -109,6 +121,9 @@ def _converter_for(tp: Any) -> Converter:
             return {kconv(k, f"{path}.<key>"): vconv(x, f"{path}.{k}") for k, x in v.items()}
         return dict_conv
     raise TypeError(f"unsupported wire field type {tp!r}")
+
+
+_ABSENT = object()  # a field not on the wire (None is a valid value)
 
 
 def _compile(cls: type) -> None:
@@ -136,8 +151,8 @@ def _compile(cls: type) -> None:
         prefix = path + "." if path else ""
         kwargs = {}
         for name, conv, required, scalar in specs:
-            if name in v:
-                x = v[name]
+            x = v.get(name, _ABSENT)
+            if x is not _ABSENT:
                 kwargs[name] = x if type(x) is scalar else conv(x, prefix + name)
             elif required:
                 raise ProtocolError(f"{cls.__name__}: missing required field {prefix + name!r}")

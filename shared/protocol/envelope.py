@@ -70,19 +70,19 @@ def decode(data: bytes) -> Decoded:
         raise ProtocolError(f"not a msgpack message ({type(exc).__name__}: {exc}); {len(data)} bytes") from None
     if type(raw) is not dict:
         raise ProtocolError(f"envelope must be a map, got {type(raw).__name__}")
-    missing = [f for f in _ENVELOPE_FIELDS if f not in raw]
-    if missing:
-        raise ProtocolError(f"envelope is missing {', '.join(missing)}")
-    version = raw["schema_version"]
+    try:
+        version, type_name, publisher_id, seq, sent_at_ns, body = (
+            raw["schema_version"], raw["type"], raw["publisher_id"], raw["seq"], raw["sent_at_ns"], raw["body"])
+    except KeyError:
+        missing = [f for f in _ENVELOPE_FIELDS if f not in raw]
+        raise ProtocolError(f"envelope is missing {', '.join(missing)}") from None
     if version != SCHEMA_VERSION:
         raise ProtocolError(f"unsupported schema_version {version!r} (this reader speaks {SCHEMA_VERSION})")
-    type_name, publisher_id, seq, sent_at_ns = raw["type"], raw["publisher_id"], raw["seq"], raw["sent_at_ns"]
     if type(type_name) is not str or type(publisher_id) is not str:
         raise ProtocolError("envelope type and publisher_id must be strings")
     if type(seq) is not int or seq < 0 or type(sent_at_ns) is not int:
         raise ProtocolError("envelope seq and sent_at_ns must be non-negative integers")
-    body = from_map(type_name, raw["body"])
-    return Decoded(Envelope(version, type_name, publisher_id, seq, sent_at_ns), body)
+    return Decoded(Envelope(version, type_name, publisher_id, seq, sent_at_ns), from_map(type_name, body))
 
 
 class Publisher:
