@@ -102,7 +102,11 @@ class CallStream:
         check_s = min(self._gateway.settings.engine_ttl_s / 2, 1.0)
         while not self.done:
             try:
-                chunk: m.TokenChunk = await asyncio.wait_for(self._queue.get(), timeout=check_s)
+                if self._queue.empty():  # asyncio.timeout: no extra task per chunk, as wait_for makes
+                    async with asyncio.timeout(check_s):
+                        chunk: m.TokenChunk = await self._queue.get()
+                else:
+                    chunk = self._queue.get_nowait()
             except TimeoutError:
                 if self.engine_id is not None and (
                         not self._gateway.engine_is_live(self.engine_id)
