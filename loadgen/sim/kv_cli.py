@@ -37,6 +37,7 @@ def add_kv_arguments(p: argparse.ArgumentParser) -> None:
                    help="record the block trace of the prefix-lru run and report competitive ratios vs Belady")
     g.add_argument("--fairness", default=None, help=f"comma list of {', '.join(FAIRNESS_MODES)} (default off)")
     g.add_argument("--num-blocks", type=int, default=None, help="KV blocks per engine (default: the preset's)")
+    g.add_argument("--max-num-seqs", type=int, default=256, help="running calls per engine (default 256)")
     g.add_argument("--slo-task-multiple", type=float, default=3.0,
                    help="tenant SLO = this x the mean isolated task completion time of its class (default 3)")
 
@@ -67,6 +68,8 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
         raise ValueError(f"--engines must be a positive integer, got {args.engines}")
     if args.num_blocks is not None and args.num_blocks < 1:
         raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
+    if args.max_num_seqs < 1:
+        raise ValueError(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")
     if not (args.slo_task_multiple > 0 and math.isfinite(args.slo_task_multiple)):
         raise ValueError(f"--slo-task-multiple must be positive, got {args.slo_task_multiple}")
     num_programs = args.programs if args.programs is not None else KV_DEFAULT_PROGRAMS
@@ -84,6 +87,7 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
         fairness=parse_list(args.fairness or "off", FAIRNESS_MODES, "fairness mode"),
         num_engines=args.engines, rate=rates[0], num_programs=num_programs, seed=args.seed,
         preset=args.preset.strip().lower(), num_blocks=args.num_blocks, batching=args.batching,
+        max_num_seqs=args.max_num_seqs,
         beta=_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady)
 
 

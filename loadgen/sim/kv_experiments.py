@@ -89,6 +89,7 @@ class KvExperimentConfig:
     seed: int = 0
     preset: str = "llama3.1-8b-a100"
     num_blocks: int | None = None  # per engine; None: the preset's
+    max_num_seqs: int = 256  # per engine (vLLM's max_num_seqs)
     batching: str = "v1"
     beta: float | None = StarvationConfig().beta
     slo_multiple: float = 3.0
@@ -98,6 +99,8 @@ class KvExperimentConfig:
     time_cap_factor: float = 20.0  # virtual-time cap: last arrival + this x the longest isolated TCT
 
     def __post_init__(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
         if self.num_engines < 1 or self.num_programs < 2:
             raise ValueError("need >= 1 engine and >= 2 programs")
         if not (self.rate > 0 and math.isfinite(self.rate)):
@@ -148,6 +151,7 @@ class KvExperiment:
     def engines(self, kv: str, policy: SchedulingPolicy, directory: DictProgramDirectory) -> list[LiteEngine]:
         cfg = self.config
         lite = LiteEngineConfig(preset=cfg.preset, num_blocks=cfg.num_blocks, mode=cfg.batching,
+                                max_num_seqs=cfg.max_num_seqs,
                                 prefix_caching=kv != "lru", starvation=StarvationConfig(beta=cfg.beta),
                                 kv_retention=cfg.retention if kv == "workflow" else None)
         return [LiteEngine(f"e{i}", policy, directory, lite) for i in range(cfg.num_engines)]
@@ -261,6 +265,7 @@ def run_kv_experiment(config: KvExperimentConfig, progress: Callable[[str], None
         "seed": config.seed,
         "preset": config.preset,
         "num_blocks": config.num_blocks or CostModel(config.preset).num_kv_blocks,
+        "max_num_seqs": config.max_num_seqs,
         "batching": config.batching,
         "slo_multiple": config.slo_multiple,
         "slo_by_tenant_class_s": exp.slo_by_class,

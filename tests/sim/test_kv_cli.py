@@ -22,6 +22,7 @@ from autellix.cli import main
     (["--kv-policy", "workflow", "--policies", "lottery", "--rates", "1"], "valid policies"),
     (["--kv-policy", "workflow", "--num-blocks", "0", "--rates", "1"], "--num-blocks must be >= 1"),
     (["--kv-policy", "workflow", "--slo-task-multiple", "0", "--rates", "1"], "--slo-task-multiple must be positive"),
+    (["--kv-policy", "workflow", "--max-num-seqs", "0", "--rates", "1"], "--max-num-seqs must be >= 1"),
     (["--kv-policy", "workflow", "--workload", "nope", "--rates", "1"], "valid workloads"),
     (["--kv-policy", "workflow", "--programs", "1", "--rates", "1"], "--programs must be at least 2"),
 ])
