@@ -49,7 +49,6 @@ from shared.core.fairness import (
 from shared.engine.api import CallCompletion, DictProgramDirectory, EngineCall, output_segment_id
 from shared.engine.lite import LiteEngine
 from shared.engine.lite.retention import SessionHint
-from shared.engine.lite.sequence import WAITING
 
 
 @dataclass(frozen=True)
@@ -221,23 +220,20 @@ class KvSimulation(Simulation):
         queued: dict[str, list[QueuedSession]] = {}
         for eid, engine in self._lite.items():
             work: dict[str, float] = {}
-            for seq in engine.waiting.members.values():
-                if seq.status == WAITING:
-                    work[seq.program_id] = work.get(seq.program_id, 0.0) + (
-                        seq.prompt_tokens + seq.max_out - seq.computed)
+            for seq in engine.queued_unstarted():
+                work[seq.program_id] = work.get(seq.program_id, 0.0) + (
+                    seq.prompt_tokens + seq.max_out - seq.computed)
             rows = []
             for pid, load in work.items():
                 pin = self._pins.get(pid)
                 if pin is None or pin.engine_id != eid:
                     continue
-                entry = engine.retention.get(pid) if engine.retention is not None else None
-                rows.append(QueuedSession(pid, load, pin, entry.num_blocks if entry else 0))
+                rows.append(QueuedSession(pid, load, pin, engine.retained_blocks_of(pid)))
             queued[eid] = rows
         plan = plan_steals(loads, idle, queued, cfg)
         for m in plan.migrations:
             src, dst = self._lite[m.from_engine], self._lite[m.to_engine]
-            calls = [s.call for s in list(src.waiting.members.values())
-                     if s.program_id == m.session_id and s.status == WAITING]
+            calls = [s.call for s in src.queued_unstarted() if s.program_id == m.session_id]
             for call in calls:
                 src.abort(call.call_id)
                 dst.submit(call, now)

@@ -30,7 +30,7 @@ from shared.core.belady import BlockTraceRecorder
 from shared.core.kv_retention import RetentionTable
 from shared.core.tool_profiles import ToolProfiles
 from shared.engine.api import EngineCall
-from shared.engine.lite.sequence import Seq
+from shared.engine.lite.sequence import WAITING, Seq
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,14 @@ class RetentionMixin:
 
     def hint_for(self, call: EngineCall) -> SessionHint:
         return self.session_hints(call) if self.session_hints is not None else SessionHint(call.program_id)
+
+    def queued_unstarted(self) -> list[Seq]:
+        """Queued calls holding no KV (fresh, or preempted by recompute): what a router may move."""
+        return [s for s in self.waiting.members.values() if s.status == WAITING]
+
+    def retained_blocks_of(self, session_id: str) -> int:
+        entry = self.retention.get(session_id) if self.retention is not None else None
+        return entry.num_blocks if entry is not None else 0
 
     def _free_or_reclaimable(self) -> int:
         """Free blocks plus those retention pins alone hold (what an admission could get)."""
