@@ -38,35 +38,46 @@ from loadgen.live.stack_process import start_stack
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.envelope import decode
 
 PROMPT = "x" * 64  # 16 tokens
 
 
-async def _direct_call(bus: Bus, engine_id: str) -> float:
-    call_id = uuid.uuid4().hex
-    done = asyncio.Event()
+class DirectEngine:
+    """Calls sent straight to an engine agent; token chunks come back on one wildcard subscription
+    of an inbox (as the API takes them), so the baseline pays no per-call subscribe."""
 
-    async def on_chunk(raw) -> None:
-        if b"done" in raw.data and _is_done(raw.data):
-            done.set()
-    t0 = time.perf_counter()
-    sub = await bus.nc.subscribe(subjects.tokens(call_id), cb=on_chunk)
-    route = m.RouteCall(call_id=call_id, program_id=f"bench-{call_id}", prompt_tokens=16,
-                        prompt_segments=[(f"bench:{call_id}", 16)], max_tokens=1,
-                        reply_subject=subjects.tokens(call_id), tenant="bench")
-    await bus.request(subjects.engine_commands(engine_id), m.RunCall(call=route, engine_id=engine_id),
-                      timeout_s=5.0)
-    await asyncio.wait_for(done.wait(), 10.0)
-    elapsed = time.perf_counter() - t0
-    await sub.unsubscribe()
-    return elapsed
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._inbox = bus.nc.new_inbox()
+        self._done: dict[str, asyncio.Event] = {}
 
+    async def start(self) -> DirectEngine:
+        await self._bus.nc.subscribe(f"{self._inbox}.*", cb=self._on_chunk)
+        await self._bus.nc.flush()
+        return self
 
-def _is_done(data: bytes) -> bool:
-    from shared.protocol.envelope import decode
+    async def _on_chunk(self, raw) -> None:
+        body = decode(raw.data).body
+        if isinstance(body, m.TokenChunk) and body.done and body.call_id in self._done:
+            if body.error_code or body.output_tokens != 1:
+                raise RuntimeError(f"unexpected end of a direct call: {body}")
+            self._done[body.call_id].set()
 
-    body = decode(data).body
-    return isinstance(body, m.TokenChunk) and body.done
+    async def call(self, engine_id: str) -> float:
+        call_id = uuid.uuid4().hex
+        done = self._done[call_id] = asyncio.Event()
+        t0 = time.perf_counter()
+        route = m.RouteCall(call_id=call_id, program_id=f"bench-{call_id}", prompt_tokens=16,
+                            prompt_segments=[(f"bench:{call_id}", 16)], max_tokens=1,
+                            reply_subject=f"{self._inbox}.{call_id}", tenant="bench")
+        try:
+            await self._bus.request(subjects.engine_commands(engine_id), m.RunCall(call=route, engine_id=engine_id),
+                                    timeout_s=5.0)
+            await asyncio.wait_for(done.wait(), 10.0)
+            return time.perf_counter() - t0
+        finally:
+            del self._done[call_id]
 
 
 CHAT_BODY = {"model": "bench", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
@@ -210,12 +221,13 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int, cli
     try:
         bus = await Bus.connect(stack.nats_url, "mesh_bench", 5.0)
         async with _client(client, stack.url, stack.api_key, concurrency) as http:
+            direct_engine = await DirectEngine(bus).start()
             for _ in range(50):  # warm up both paths
-                await _direct_call(bus, "e0")
+                await direct_engine.call("e0")
                 await _full_call(http)
             direct, full = [], []
             for _ in range(calls):  # interleaved, so drift in the machine's load hits both alike
-                direct.append(await _direct_call(bus, "e0"))
+                direct.append(await direct_engine.call("e0"))
                 full.append(await _full_call(http))
             cpu_before = _cpu_s_by_role(stack.proc.pid)
             client_before = time.process_time()
