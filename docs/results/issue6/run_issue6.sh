@@ -24,3 +24,6 @@ $SIM --workload multitenant --rates 1 --programs 60 $KV $MT --num-blocks 10000 \
      --json $OUT/multitenant_rate1_10k_blocks.json --plot $OUT/multitenant_rate1_10k_blocks.png
 $SIM --workload multitenant --rates 20 --programs 60 $KV $MT --num-blocks 10000 \
      --json $OUT/multitenant_peak_10k_blocks.json --plot $OUT/multitenant_peak_10k_blocks.png
+# multitenant where calls queue: 16 running calls per engine
+$SIM --workload multitenant --rates 1 --programs 60 $KV $MT --max-num-seqs 16 \
+     --json $OUT/multitenant_rate1_16seqs.json --plot $OUT/multitenant_rate1_16seqs.png
