@@ -254,9 +254,13 @@ class ProcessTableService:
 
     async def on_lookup(self, incoming: Incoming) -> m.SessionInfo | m.ErrorReply:
         msg: m.LookupSession = incoming.body
+
+        async def read(conn: AsyncConnection) -> ProgramView:
+            return await sessions.lookup(conn, msg.session_id)
         try:
-            async with self.engine.connect() as conn:
-                view = await sessions.lookup(conn, msg.session_id)
+            # retried like a write: after a PostgreSQL restart the pool's connections are dead, and
+            # a lookup on one failed at once (chaos: lookups kept failing up to 20 s after a restart)
+            view = await self.transact(read, "lookup")
         except ProgramNotFound as exc:
             return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
         if msg.tenant and view.tenant_id != msg.tenant:
