@@ -208,7 +208,8 @@ class Experiment:
                 res = search_max_rate(lambda r, n, v=variant: self.point(v, r, n),
                                       lambda n, v=variant: self.points_of(v, n), slo["slo_s"],
                                       cfg.num_programs, plan, cfg.stability)
-            by_slo[slo["label"]] = _search_json(res, self.points_of(variant, cfg.num_programs))
+            by_slo[slo["label"]] = _search_json(res, self.points_of(variant, cfg.num_programs),
+                                                self.points_of(variant, 2 * cfg.num_programs))
         primary = by_slo[slos[0]["label"]]
         return {
             "description": variant.description,
@@ -226,9 +227,11 @@ def _crossing_json(c) -> dict:
     return {"max_rate": c.max_rate, "how": c.how, "last_good_rate": c.lo_rate, "first_bad_rate": c.hi_rate}
 
 
-def _search_json(res: SearchResult, points: list[dict]) -> dict:
-    lo = res.crossing.lo_rate
-    at = next((p for p in points if lo is not None and abs(p["rate"] - lo) < 1e-12), None)
+def _search_json(res: SearchResult, points: list[dict], points_doubled: list[dict]) -> dict:
+    # the regime at the headline's crossing: the 2N search's last good point when it ran
+    crossing, pts = (res.doubled, points_doubled) if res.doubled is not None else (res.crossing, points)
+    lo = crossing.lo_rate
+    at = next((p for p in pts if lo is not None and abs(p["rate"] - lo) < 1e-12), None)
     regime = None
     if at is not None:
         regime = {"rate": at["rate"], "mean_norm_latency_s": at["mean_norm_latency_s"],

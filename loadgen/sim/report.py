@@ -58,7 +58,8 @@ def starvation_check(exp: Experiment, policies: dict[str, dict]) -> dict | None:
         "atlas_max_norm_latency_s": atlas["max_norm_latency_s"],
         "fcfs_max_norm_latency_s": fcfs["max_norm_latency_s"],
         "atlas_stable": atlas["stable"], "fcfs_stable": fcfs["stable"],
-        "atlas_no_worse": atlas["p99_norm_latency_s"] <= fcfs["p99_norm_latency_s"],
+        # equal up to float rounding counts as no worse
+        "atlas_no_worse": atlas["p99_norm_latency_s"] <= fcfs["p99_norm_latency_s"] * (1 + 1e-9),
     }
 
 
