@@ -155,10 +155,11 @@ def run(args: argparse.Namespace) -> int:
     if is_kv_mode(args):  # issue 6: --kv-policy, --router affinity, --fairness, --belady
         return run_kv(args)
     config = config_from_args(args)
+    commit = _git_commit()  # before the run: the code it imports
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = run_experiment(config, progress)
     result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
-    result["git_commit"] = _git_commit()
+    result["git_commit"] = commit
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")

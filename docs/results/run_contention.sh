@@ -9,3 +9,7 @@ set -euo pipefail
 .venv/bin/autellix sim --workload coding --policies fcfs,plas,atlas --rates 0.045,0.05 --seed 0 \
   --preemption swap --slo-multiple 5,10 --programs 150 --max-programs 1500 --no-doubling-check \
   --json docs/results/coding-1engine-swap.json
+# the 70B preset (TP4 on A100): slower steps, the same question
+.venv/bin/autellix sim --workload chatbot --preset llama3.1-70b-tp4-a100 --policies fcfs-v0,fcfs,plas,atlas \
+  --sweep --seed 0 --slo-multiple 5,10 --programs 150 --max-programs 1500 --bisect-steps 1 \
+  --json docs/results/chatbot-70b-1engine.json --plot docs/results/chatbot-70b-1engine.png
