@@ -51,7 +51,8 @@ class ExperimentConfig:
     # few response times in; never more than max_programs (then the point is marked undersized)
     little_factor: float = 6.0
     max_programs: int = 4000
-    # virtual-time cap after the last arrival: max(arrival span, this many unloaded programs' time)
+    # virtual-time cap after the last arrival: max(arrival span, this many unloaded program times,
+    # for the mean program and for the largest one)
     cap_unloaded_durations: float = 50.0
     stability: StabilityRule = field(default_factory=StabilityRule)
 
@@ -112,11 +113,16 @@ class Experiment:
         cfg = self.config
         arrivals = poisson_arrivals(rate, n, cfg.seed)
         span = arrivals[-1] - arrivals[0] if n > 1 else 0.0
-        cap = arrivals[-1] + max(span, cfg.cap_unloaded_durations * self.measure_unloaded()["mean_response_s"])
+        unloaded = self.measure_unloaded()
+        programs = self.programs(n)
+        # generous: 50x the mean unloaded program time, and 50x the largest program's tokens at the
+        # unloaded per-token latency (one very long conversation must not end a stable run)
+        largest_s = max(p.output_tokens for p in programs) * unloaded["mean_norm_latency_s"]
+        cap = arrivals[-1] + max(span, cfg.cap_unloaded_durations * max(unloaded["mean_response_s"], largest_s))
         t0 = time.perf_counter()
         # a run sized for its steady state holds about n / little_factor programs at once
         limit = max(n // 2, 50)
-        out = self._simulate(variant, self.programs(n), arrivals, cap, max_in_system=limit)
+        out = self._simulate(variant, programs, arrivals, cap, max_in_system=limit)
         summary = out.summary()
         stable, reason = judge(summary, cfg.stability)
         return {"rate": rate, "num_programs": n, "stable": stable, "stability": reason, **summary,
