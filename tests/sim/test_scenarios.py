@@ -21,7 +21,8 @@ def _run_one_slot(programs, arrivals, policy: str, max_num_seqs: int, mlfq: Mlfq
     pol = SchedulingPolicy(PolicyName(policy), mlfq)
     directory = DictProgramDirectory()
     engine = LiteEngine("e0", pol, directory, LiteEngineConfig(max_num_seqs=max_num_seqs))
-    out = Simulation(programs, arrivals, [engine], directory, SimConfig(pol)).run()
+    oracle = IsolatedCallTime(CostModel()) if policy == "srpt" else None
+    out = Simulation(programs, arrivals, [engine], directory, SimConfig(pol, oracle=oracle)).run()
     assert out.all_finished
     return {r.program_id: r.finish_s for r in out.records}
 
@@ -36,6 +37,8 @@ def test_short_program_finishes_first_under_plas_not_fcfs():
     plas = _run_one_slot([long_prog, short_prog], arrivals, "plas", 1)
     assert fcfs["long"] < fcfs["short"]  # FCFS never preempts the running call
     assert plas["short"] < plas["long"]  # PLAS: a fresh program outranks one with attained service
+    srpt = _run_one_slot([long_prog, short_prog], arrivals, "srpt", 1)
+    assert srpt["short"] < srpt["long"]  # the oracle knows the short one has little left
 
 
 def _fork_join_with_critical_chain() -> ProgramSpec:
