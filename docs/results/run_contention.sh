@@ -13,3 +13,7 @@ set -euo pipefail
 .venv/bin/autellix sim --workload chatbot --preset llama3.1-70b-tp4-a100 --policies fcfs-v0,fcfs,plas,atlas \
   --sweep --seed 0 --slo-multiple 5,10 --programs 150 --max-programs 1500 --bisect-steps 1 \
   --json docs/results/chatbot-70b-1engine.json --plot docs/results/chatbot-70b-1engine.png
+# coding agent, full sweep, swap preemption
+.venv/bin/autellix sim --workload coding --policies fcfs,plas,atlas --preemption swap --sweep --seed 0 \
+  --slo-multiple 5,10 --programs 150 --max-programs 1500 --bisect-steps 1 \
+  --json docs/results/coding-swap-1engine.json --plot docs/results/coding-swap-1engine.png
