@@ -139,6 +139,11 @@ def all_events() -> str:
     return f"{_events_root()}.>"
 
 
+def is_event(subject: str) -> bool:
+    """A lifecycle-event subject: published to JetStream, whose ack inbox rides as the reply."""
+    return subject.startswith(f"{_events_root()}.")
+
+
 def consumer_next(stream: str, durable: str) -> str:
     """JetStream API: pull the next messages of a durable consumer."""
     return f"$JS.API.CONSUMER.MSG.NEXT.{token(stream)}.{token(durable)}"

@@ -22,7 +22,7 @@ from shared.protocol import subjects
 
 pytestmark = pytest.mark.timeout(90)
 
-NOT_OURS = {"consumer_next", "inbox_prefix", "token", "event_type_subject"}
+NOT_OURS = {"consumer_next", "inbox_prefix", "token", "event_type_subject", "is_event"}
 SERVICES = ("process_table", "router", "controller", "engine_agent", "session_api")
 
 
