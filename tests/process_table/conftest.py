@@ -1,4 +1,4 @@
-"""A running process table (in this process) on the session's NATS server and a fresh database."""
+"""A running process table (in this process) on this package's own NATS server and a fresh database."""
 
 from __future__ import annotations
 
@@ -11,6 +11,21 @@ import pytest
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import ProcessTableSettings
+from shared.runtime.nats_server import NatsServer
+
+
+@pytest.fixture(scope="package")
+def nats_server(tmp_path_factory):
+    """A NATS server of this package's own: the process table's durable consumer has one fixed name,
+    so a backlog left on it by another package's stack (tests/serving) must not leak in here."""
+    server = NatsServer(tmp_path_factory.mktemp("nats-process-table")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def nats_url(nats_server) -> str:
+    return nats_server.url
 
 
 @pytest.fixture
