@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 
 from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
+from shared.runtime.signals import stop_on_signals
 
 
 async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
@@ -28,10 +28,7 @@ async def _main() -> None:
     settings = ControllerSettings()
     configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
                       json=settings.log_json)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await serve(settings, stop)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 
 import uvloop
 
@@ -19,6 +18,7 @@ from shared.core.policy import SchedulingPolicy
 from shared.logging import configure_logging, get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.runtime.signals import stop_on_signals
 
 
 class RunningAgent:
@@ -83,10 +83,7 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
 
 async def serve(settings: EngineAgentSettings) -> None:
     running = await start_agent(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), *running.tasks],
                                  return_when=asyncio.FIRST_COMPLETED)
     for task in done:  # a crashed stepping loop must not leave a silent, heartbeating agent

@@ -7,13 +7,13 @@ SIGINT/SIGTERM, then drains in order: consumers stop after the batch in hand, th
 from __future__ import annotations
 
 import asyncio
-import signal
 
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
+from shared.runtime.signals import stop_on_signals
 
 
 async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
@@ -44,10 +44,7 @@ async def _main() -> None:
     settings = ProcessTableSettings()
     configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
                       json=settings.log_json)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await serve(settings, stop)
 
 

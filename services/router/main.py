@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 
 import uvloop
 
@@ -15,6 +14,7 @@ from shared.bus.bus import Bus
 from shared.logging import configure_logging, get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.runtime.signals import stop_on_signals
 
 
 async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, asyncio.Task]:
@@ -44,10 +44,7 @@ async def serve(settings: RouterSettings) -> None:
     bus, _, expiry = await start_router(settings)
     get_logger().info("router_started", policy=settings.router_policy.value,
                       locality_threshold_tokens=settings.locality_threshold_tokens)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await stop.wait()
     expiry.cancel()
     await bus.close()
