@@ -131,8 +131,7 @@ async def test_audit_stream_records_a_scripted_session(up):
     """Through the official openai client: open a session, one streamed call, close; then
     `autellix events tail --session` shows every lifecycle event of it."""
     needed = {"session_api", "process_table", "router", "engine_agent-e0"}
-    if not needed <= set(up.manifest["pids"]):
-        pytest.skip(f"needs {sorted(needed)}; running {sorted(up.manifest['pids'])}")
+    assert needed <= set(up.manifest["pids"]), f"needs {sorted(needed)}; running {sorted(up.manifest['pids'])}"
     import openai
 
     base = f"http://127.0.0.1:{up.port}"
