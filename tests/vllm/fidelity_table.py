@@ -29,10 +29,28 @@ def _ranks_agree(a: dict[str, float], b: dict[str, float]) -> bool:
                for x in pols for y in pols if x < y)
 
 
+def _same_rate_rows(workload: str, lite: dict, emu: dict) -> list[str]:
+    """One row per (policy, rate) both runs measured: mean normalized latency side by side."""
+    rows = []
+    for pol, lp in lite["policies"].items():
+        ep = {round(p["rate"], 6): p for p in emu["policies"].get(pol, {}).get("points", [])}
+        for p in lp["points"]:
+            q = ep.get(round(p["rate"], 6))
+            if q is None or p.get("mean_norm_latency_s") is None or q.get("mean_norm_latency_s") is None:
+                continue
+            lm, em = 1000 * p["mean_norm_latency_s"], 1000 * q["mean_norm_latency_s"]
+            programs = (str(p["num_programs"]) if p["num_programs"] == q["num_programs"]
+                        else f"{p['num_programs']} / {q['num_programs']}")
+            rows.append(f"| {workload} | {pol} | {p['rate']:.4g} | {programs} | {lm:.2f} | {em:.2f} | "
+                        f"{em / lm:.3f} | {p['regime']['preemptions']} / {q['regime']['preemptions']} | "
+                        f"{p['stability']} / {q['stability']} |")
+    return rows
+
+
 def table(run_dir: Path) -> str:
     lines = ["| workload | SLO | policy | lite max rate | emulated max rate | emulated/lite | within 15% |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    orders, points = [], []
+    orders, points, at_rates = [], [], []
     for lite_path in sorted(run_dir.glob("*-lite.json")):
         stem = lite_path.name.removesuffix("-lite.json")
         workload = stem.removeprefix("vllm_fidelity_")
@@ -50,22 +68,22 @@ def table(run_dir: Path) -> str:
                              f"{'n/a' if ratio is None else f'{ratio:.3f}'} | {'yes' if ok else 'NO'} |")
             orders.append(f"| {workload} | {slo} | {_order(lr)} | {_order(er)} | "
                           f"{'yes' if _ranks_agree(lr, er) else 'NO'} |")
-        for pol, lp in lite["policies"].items():
-            ep = {round(p["rate"], 6): p for p in emu["policies"].get(pol, {}).get("points", [])}
-            for p in lp["points"]:
-                q = ep.get(round(p["rate"], 6))
-                if q is None or p.get("mean_norm_latency_s") is None or q.get("mean_norm_latency_s") is None:
-                    continue
-                lm, em = 1000 * p["mean_norm_latency_s"], 1000 * q["mean_norm_latency_s"]
-                points.append(f"| {workload} | {pol} | {p['rate']:.4g} | {p['num_programs']} | {lm:.2f} | {em:.2f} | "
-                              f"{em / lm:.3f} | {p['regime']['preemptions']} / {q['regime']['preemptions']} | "
-                              f"{p['stability']} / {q['stability']} |")
+        points += _same_rate_rows(workload, lite, emu)
+        # The quick sweep picks its rates from each engine's own unloaded latency, so they can differ;
+        # a lite rerun with `--rates` at the emulated sweep's rates lines the points up.
+        at_path = run_dir / f"{stem}-lite-at-emulated-rates.json"
+        if at_path.exists():
+            at_rates += _same_rate_rows(workload, json.loads(at_path.read_text()), emu)
     out = ["## Max rate at SLO (programs/s per engine)", "", *lines, "",
            "## Policy ordering (by max rate; '=' is a tie)", "",
            "| workload | SLO | lite | emulated | same ordering |", "| --- | --- | --- | --- | --- |", *orders, "",
            "## Every rate both engines ran (mean normalized latency, ms/token)", "",
            "| workload | policy | rate | programs | lite | emulated | emulated/lite | preemptions lite / emu "
            "| stability lite / emu |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *points]
+    if at_rates:
+        out += ["", "## Lite rerun at the emulated sweep's rates (`--rates`; programs = lite / emulated)", "",
+                "| workload | policy | rate | programs | lite | emulated | emulated/lite | preemptions lite / emu "
+                "| stability lite / emu |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *at_rates]
     return "\n".join(out) + "\n"
 
 
