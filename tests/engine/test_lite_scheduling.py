@@ -51,6 +51,18 @@ def test_second_call_of_a_program_hits_the_history_and_output_in_the_prefix_cach
     assert second.prompt_tokens == 1350
 
 
+def test_siblings_admitted_in_one_step_share_the_prefix_their_first_is_computing():
+    """As vLLM's allocate_slots: blocks are cached when scheduled, so the second of two identical
+    prompts admitted in the same step hits the first's blocks (an MCTS expansion)."""
+    engine, _ = make()
+    segs = (("tree", 1000), ("node", 200))
+    engine.submit(call("p/a", segs, 10, seq=0), 0.0)
+    engine.submit(call("p/b", segs, 10, seq=1), 0.0)
+    reports, _ = run_to_end(engine)
+    hits = {f.call_id: f.prefix_hit_tokens for r in reports for f in r.finished}
+    assert hits == {"p/a": 0, "p/b": (1200 - 1) // 16 * 16}
+
+
 def test_no_prefix_hits_when_caching_is_off():
     engine, _ = make(prefix_caching=False)
     res = drive(engine, DictProgramDirectory(), [Chain("p", 0.0, [(500, 20), (50, 20)], system_tokens=500)])

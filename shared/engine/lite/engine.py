@@ -246,6 +246,10 @@ class LiteEngine(PriorityMixin, RetentionMixin):
             hit_tokens = hits * bs
             seq.computed = hit_tokens
             seq.reg_upto = hits
+            # as vLLM's allocate_slots: the full blocks this chunk computes are cached at once, so a
+            # sibling admitted later in the same step (an MCTS expansion) already hits them.
+            # Admission is the last phase of planning: nothing can preempt this call before its step.
+            self._register_upto(seq, (hit_tokens + n) // bs)
             self._computed_total += hit_tokens
             if seq.prefix_hit_tokens is None:
                 seq.prefix_hit_tokens = hit_tokens
@@ -378,9 +382,12 @@ class LiteEngine(PriorityMixin, RetentionMixin):
 
     def _register_full(self, seq: Seq) -> None:
         """Offer the call's full, computed blocks to the prefix cache (outputs included)."""
+        self._register_upto(seq, seq.computed // self.block_size)
+
+    def _register_upto(self, seq: Seq, num_blocks: int) -> None:
         if not self.pool.caching:
             return
-        full = min(seq.computed // self.block_size, len(seq.held))
+        full = min(num_blocks, len(seq.held))
         if full > seq.reg_upto:
             self.pool.register(seq.held, seq.ensure_hashes(full), seq.reg_upto, full)
             seq.reg_upto = full
