@@ -17,7 +17,7 @@ from loadgen.sim.engines import (
     check_available,
 )
 from loadgen.sim.experiment import ExperimentConfig
-from loadgen.sim.kv_cli import add_kv_arguments, is_kv_mode, run_kv
+from loadgen.sim.kv_cli import add_kv_arguments, is_kv_mode, parse_beta, run_kv
 from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
@@ -81,18 +81,6 @@ def _positive_floats(text: str, what: str) -> tuple[float, ...]:
     return values
 
 
-def _beta(text: str) -> float | None:
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"beta must be a positive number or 'none', got {text!r}") from None
-    if not value > 0:
-        raise ValueError(f"beta must be a positive number or 'none', got {text!r}")
-    return value
-
-
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     if args.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
@@ -103,7 +91,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     if num_programs < 2:
         raise ValueError(f"--programs must be at least 2, got {num_programs}")
     engine = EngineOptions(kind=args.engine, preset=args.preset.strip().lower(), batching=args.batching,
-                           prefix_cache=args.prefix_cache, preemption=args.preemption, beta=_beta(args.beta))
+                           prefix_cache=args.prefix_cache, preemption=args.preemption, beta=parse_beta(args.beta))
     check_available(engine)
     bisect = args.bisect_steps if args.bisect_steps is not None else (0 if args.quick else 3)
     max_programs = args.max_programs or (QUICK_MAX_PROGRAMS if args.quick else 4000)

@@ -88,10 +88,11 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
         num_engines=args.engines, rate=rates[0], num_programs=num_programs, seed=args.seed,
         preset=args.preset.strip().lower(), num_blocks=args.num_blocks, batching=args.batching,
         max_num_seqs=args.max_num_seqs,
-        beta=_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady)
+        beta=parse_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady)
 
 
-def _beta(text: str) -> float | None:
+def parse_beta(text: str) -> float | None:
+    """`--beta`: a positive number, or 'none' to switch anti-starvation off."""
     if str(text).strip().lower() == "none":
         return None
     try:
