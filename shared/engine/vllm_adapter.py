@@ -52,6 +52,7 @@ from shared.engine.program_sched import (  # noqa: E402
     ProgramScheduleState,
     SchedulerSettings,
 )
+from shared.engine.vllm_retention import VllmRetention  # noqa: E402
 
 VLLM_VERSION = "0.33.0"
 BLOCK_SIZE = 16
@@ -133,9 +134,10 @@ class KeyedRequestQueue(RequestQueue):
 
 
 # --- per-call accounting shared by our scheduler and the stock baselines -----------------------
-class _CallTracking:
+class _CallTracking(VllmRetention):
     """Accounting for every request: service (step durations while scheduled), wait, prefix hits,
-    recomputation, first token and finish times. Mixed in front of a vLLM scheduler class."""
+    recomputation, first token and finish times; and the hooks of workflow-aware KV retention
+    (vllm_retention, off unless `enable_retention`). Mixed in front of a vLLM scheduler class."""
 
     def _init_tracking(self) -> None:
         raw = (self.vllm_config.additional_config or {}).get(CONFIG_KEY)
@@ -187,6 +189,7 @@ class _CallTracking:
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         now = self.now_s()
+        self._retention_before_schedule(now)
         self._before_schedule(now)
         so = super().schedule(*args, **kwargs)
         self._after_schedule(so, now)
@@ -216,6 +219,7 @@ class _CallTracking:
                 else:
                     call.prefix_hit_tokens = start
                     call.admitted = True
+                    self._retention_admitted(rid)
                 state.mark_running(call, now_s)
             end = start + n
             if start < call.high_water_tokens:
@@ -259,6 +263,8 @@ class _CallTracking:
             call.output_tokens = request.num_output_tokens
             call.aborted = request.status == RequestStatus.FINISHED_ABORTED
             self.finished_calls.append(call)
+        end = self._step_end_s if self._step_end_s is not None else self.now_s()
+        self._retention_on_free(request, end)
         return super()._free_request(request, delay_free_blocks)
 
     def pop_finished_calls(self) -> list[CallState]:
@@ -363,7 +369,8 @@ class _ProgramAware(_CallTracking):
         if self.scheduler_config.enable_chunked_prefill and not self.scheduler_reserve_full_isl:
             todo = min(todo, self.max_num_scheduled_tokens)
         need = math.ceil((todo + 1) / self.block_size) + self.kv_cache_manager.watermark_blocks
-        return self.kv_cache_manager.block_pool.get_num_free_blocks() >= need
+        free = self.kv_cache_manager.block_pool.get_num_free_blocks() + self._reclaimable_blocks()
+        return free >= need
 
 
 class ProgramAwareScheduler(_ProgramAware, AsyncScheduler):

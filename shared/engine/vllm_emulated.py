@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from shared.core.kv_retention import RetentionConfig
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import (
@@ -27,6 +30,7 @@ from shared.engine.api import (
     output_segment_id,
 )
 from shared.engine.cost_model import DEFAULT_PRESET, CostModel
+from shared.engine.lite.retention import SessionHint
 from shared.engine.program_meta import EXTRA_ARGS_KEY
 from shared.engine.program_sched import SchedulerSettings
 
@@ -59,6 +63,17 @@ class SegmentTokens:
         return np.concatenate([self.tokens(seg, n) for seg, n in segments]).tolist()
 
 
+@dataclass(frozen=True)
+class QueuedCall:
+    """A queued call that holds no KV (fresh, or preempted by recompute): what a router may move."""
+
+    call: EngineCall
+    program_id: str
+    prompt_tokens: int
+    max_out: int
+    computed: int
+
+
 def scheduler_kind_for(policy: SchedulingPolicy, baseline: str | None) -> str:
     """FCFS runs on vLLM's stock FCFS scheduler; every other policy on ours, unless a stock
     baseline ('stock-fcfs' or 'stock-priority') is asked for."""
@@ -75,7 +90,7 @@ class EmulatedVllmEngine:
                  starvation: StarvationConfig | None = None, baseline: str | None = None,
                  chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
-                 max_model_len: int = 131072) -> None:
+                 max_model_len: int = 131072, kv_retention: RetentionConfig | None = None) -> None:
         from shared.engine import vllm_adapter as va  # the one module that imports vLLM
 
         self._va = va
@@ -92,10 +107,19 @@ class EmulatedVllmEngine:
             max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
             prefix_caching=prefix_caching, max_model_len=max_model_len, sync=True)
         self.sched.attach_directory(directory)
+        self.block_size = self._va.BLOCK_SIZE
+        self.num_blocks = self.num_kv_blocks
+        # workflow-aware retention in vLLM's block pool (vllm_retention); hints say each call's
+        # session and next tool (None: session = program, tool inferred from history)
+        self.session_hints: Callable[[EngineCall], SessionHint] | None = None
+        self.recorder = None  # Bélády traces are recorded on the lite engine only
+        if kv_retention is not None:
+            self.sched.enable_retention(kv_retention)
         self._tokens = SegmentTokens()
         self._out_tokens: dict[str, list[int]] = {}
-        self.stats = {"steps": 0, "preemptions": 0, "promotions": 0, "recomputed_tokens": 0,
-                      "prefix_hit_tokens": 0, "prompt_tokens": 0}
+        self._calls: dict[str, EngineCall] = {}  # live calls (for work stealing)
+        self._stats = {"steps": 0, "preemptions": 0, "promotions": 0, "recomputed_tokens": 0,
+                       "prefix_hit_tokens": 0, "prompt_tokens": 0}
 
     # --- Engine protocol ---------------------------------------------------------------------
     def submit(self, call: EngineCall, now_s: float) -> None:
@@ -113,6 +137,10 @@ class EmulatedVllmEngine:
         request = self._va.make_request(call.call_id, self._tokens.prompt(call.prompt_segments),
                                         call.max_output_tokens, call.arrival_s, extra)
         self.sched.set_clock(now_s)
+        if self.sched.retention is not None:
+            hint = self.session_hints(call) if self.session_hints is not None else SessionHint(call.program_id)
+            self.sched.set_session_hint(call.call_id, hint, now_s)
+        self._calls[call.call_id] = call
         self.sched.add_request(request)
         # the call's output is its `out:<id>` segment, so later prompts repeating it hit the cache
         self._out_tokens[call.call_id] = self._tokens.tokens(
@@ -142,6 +170,7 @@ class EmulatedVllmEngine:
         finished = []
         for call in sched.pop_finished_calls():
             self._out_tokens.pop(call.call_id, None)
+            self._calls.pop(call.call_id, None)
             if call.aborted:
                 continue
             finished.append(self._completion(call))
@@ -149,18 +178,18 @@ class EmulatedVllmEngine:
         preempted = sched.pop_preempted_ids()
         running, waiting = sched.get_request_counts()
         used, total = self._va.kv_usage(sched)
-        self.stats["steps"] += 1
-        self.stats["preemptions"] += len(preempted)
-        self.stats["promotions"] += len(promoted)
+        self._stats["steps"] += 1
+        self._stats["preemptions"] += len(preempted)
+        self._stats["promotions"] += len(promoted)
         return StepReport(duration_s=duration_s, num_scheduled_tokens=num_tokens,
                           num_running=len(so.num_scheduled_tokens), num_waiting=waiting,
                           kv_used_blocks=used, kv_total_blocks=total, tokens_emitted=emitted,
                           finished=finished, preempted=preempted, promoted_programs=promoted)
 
     def _completion(self, call) -> CallCompletion:
-        self.stats["recomputed_tokens"] += call.recomputed_tokens
-        self.stats["prefix_hit_tokens"] += call.prefix_hit_tokens
-        self.stats["prompt_tokens"] += call.prompt_tokens
+        self._stats["recomputed_tokens"] += call.recomputed_tokens
+        self._stats["prefix_hit_tokens"] += call.prefix_hit_tokens
+        self._stats["prompt_tokens"] += call.prompt_tokens
         return CallCompletion(
             call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
             service_s=call.service_s, wait_s=call.wait_s, preemptions=call.preemptions,
@@ -174,6 +203,7 @@ class EmulatedVllmEngine:
         if not self._va.abort_request(self.sched, call_id):
             return False
         self._out_tokens.pop(call_id, None)
+        self._calls.pop(call_id, None)
         # an abort outside a step: drop its record now (it is not a completion)
         self.sched.finished_calls = [c for c in self.sched.finished_calls if c.call_id != call_id]
         return True
@@ -187,3 +217,30 @@ class EmulatedVllmEngine:
     def primary_hit_tokens(self, prompt_segments: tuple[Segment, ...]) -> int:
         tokens = self._tokens.prompt(prompt_segments)
         return self._va.cached_prefix_tokens(self.sched, tokens) if tokens else 0
+
+    # --- KV retention and work stealing (the hooks loadgen/sim/kv_simulation uses) ----------------
+    @property
+    def stats(self) -> dict[str, int]:
+        if self.sched.retention is None:
+            return self._stats
+        return {**self._stats, **self.sched.retention_stats}
+
+    @property
+    def retention(self):
+        return self.sched.retention
+
+    def queued_unstarted(self) -> list[QueuedCall]:
+        """Waiting calls holding no KV (vLLM frees a preempted request's blocks)."""
+        out = []
+        for r in self.sched.waiting:
+            call = self._calls.get(r.request_id)
+            if call is not None:
+                out.append(QueuedCall(call, call.program_id, r.num_prompt_tokens, r.max_tokens,
+                                      r.num_computed_tokens))
+        return out
+
+    def retained_blocks_of(self, session_id: str) -> int:
+        return self.sched.retained_blocks_of(session_id)
+
+    def release_session(self, session_id: str) -> bool:
+        return self.sched.release_session(session_id)
