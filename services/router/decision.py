@@ -1,7 +1,9 @@
 """The router's decision: a thin stateful wrapper over the pure `shared.core.routing.choose_engine`.
 
 State kept here (never in the core): the round-robin cursor and the program -> primary engine map
-this replica has learned (a call's own `primary_engine` hint, from the process table, wins).
+this replica has learned (a call's own `primary_engine` hint, from the process table, wins). The
+map tracks open sessions: a closed or expired session is forgotten (forget.py), one-call programs
+are never entered, and the LRU bound (`primary_capacity`) is the backstop for a missed close.
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ from dataclasses import dataclass
 
 from services.router.engine_table import EngineTable
 from shared.core.routing import RouteDecision, RouterName, choose_engine
+
+ONE_CALL_PREFIX = "call-"  # the program id the API gives a call sent without a session
+
+
+def is_one_call_program(program_id: str) -> bool:
+    return program_id.startswith(ONE_CALL_PREFIX)
 
 
 class NoEngineError(Exception):
@@ -46,8 +54,9 @@ class EngineChooser:
         decision = choose_engine(self.router, loads, req.prompt_tokens, primary, self._rr_index,
                                  self.locality_threshold_tokens)
         self._rr_index += 1
-        # the first engine a program runs on holds its KV: it stays the primary while it lives
-        if primary is None or primary not in loads:
+        # the first engine a program runs on holds its KV: it stays the primary while it lives;
+        # a one-call program has no next call, so it is not remembered
+        if (primary is None or primary not in loads) and not is_one_call_program(req.program_id):
             self._primary[req.program_id] = decision.engine_id
             self._primary.move_to_end(req.program_id)
             while len(self._primary) > self._primary_capacity:
@@ -57,3 +66,8 @@ class EngineChooser:
 
     def forget_program(self, program_id: str) -> None:
         self._primary.pop(program_id, None)
+
+    @property
+    def num_programs(self) -> int:
+        """Programs remembered (for tests and health)."""
+        return len(self._primary)

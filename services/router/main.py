@@ -8,6 +8,7 @@ import uvloop
 
 from services.router.decision import EngineChooser
 from services.router.engine_table import EngineTable
+from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
 from services.router.settings import RouterSettings
 from shared.bus.bus import Bus
@@ -27,6 +28,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
     await bus.subscribe(subjects.all_engine_heartbeats(), handlers.on_heartbeat, types=(m.EngineHeartbeat,))
     await bus.subscribe(subjects.router_route(), handlers.on_route, queue=subjects.ROUTER_QUEUE,
                         types=(m.RouteCall,), max_in_flight=256)
+    await subscribe_forgetting(bus, chooser)  # closed sessions leave the primary-engine map
 
     async def health() -> tuple[bool, str]:
         engines = chooser.table.loads(handlers.clock())
