@@ -5,6 +5,7 @@ No I/O here: the handlers feed it messages with the receive time, and `decide` a
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from shared.core.starvation import (
@@ -15,6 +16,7 @@ from shared.core.starvation import (
     plan_promotions,
 )
 from shared.protocol import messages as m
+from shared.protocol.programs import is_one_call_program
 
 
 @dataclass
@@ -26,12 +28,21 @@ class ClusterView:
     totals: dict[str, ProgramTotals] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
     last_promoted_s: dict[str, float] = field(default_factory=dict)
-    max_programs: int = 100_000  # programs remembered, least recently updated forgotten first
+    max_programs: int = 100_000  # programs remembered, least recently updated forgotten first (backstop)
+    # programs whose session closed recently: updates of their last calls still arrive after the
+    # close and must not bring them back (bounded: 50 closes a second for 5 minutes)
+    closed: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    max_closed: int = 16_384
 
     def on_snapshot(self, snapshot: m.EngineQueueSnapshot, now_s: float) -> None:
         self.snapshots[snapshot.engine_id] = (now_s, snapshot)
 
     def on_program_service(self, update: m.ProgramServiceUpdated) -> None:
+        if update.program_id in self.closed or is_one_call_program(update.program_id):
+            # an update comes after a completion: a one-call program has then ended, and a closed
+            # session's straggler never needs a promotion decision (nor does anything remember it)
+            self.forget(update.program_id)
+            return
         if update.epoch < self.epochs.get(update.program_id, 0):
             return  # from before a promotion we already made: stale
         # re-inserted so dict order is update order; without a bound these grew by one entry per
@@ -41,9 +52,23 @@ class ClusterView:
         self.epochs[update.program_id] = update.epoch
         self.totals[update.program_id] = ProgramTotals(wait_s=update.wait_s, service_s=update.service_s)
         while len(self.totals) > self.max_programs:
-            oldest = next(iter(self.totals))
-            for table in (self.totals, self.epochs, self.last_promoted_s):
-                table.pop(oldest, None)
+            self.forget(next(iter(self.totals)))
+
+    def on_session_closed(self, program_id: str) -> None:
+        """Its session closed or expired: memory follows open programs, not history."""
+        self.forget(program_id)
+        self.closed[program_id] = None
+        self.closed.move_to_end(program_id)
+        while len(self.closed) > self.max_closed:
+            self.closed.popitem(last=False)
+
+    def forget(self, program_id: str) -> None:
+        for table in (self.totals, self.epochs, self.last_promoted_s):
+            table.pop(program_id, None)
+
+    @property
+    def num_programs(self) -> int:
+        return len(self.totals.keys() | self.epochs.keys() | self.last_promoted_s.keys())
 
     def waiting_calls(self, now_s: float) -> list[WaitingCall]:
         fresh = [snap for seen_s, snap in self.snapshots.values() if now_s - seen_s <= self.snapshot_max_age_s]

@@ -30,7 +30,10 @@ class ControllerService:
         await self.bus.subscribe(subjects.all_engine_queues(), self.on_snapshot, types=(m.EngineQueueSnapshot,))
         await self.bus.subscribe(subjects.all_program_services(), self.on_program_service,
                                  types=(m.ProgramServiceUpdated,))
-        await self.bus.serve_health()
+        # the process table announces closed and expired sessions on the audit stream
+        await self.bus.subscribe(subjects.events_of_type(m.SessionClosed), self.on_session_closed,
+                                 types=(m.SessionClosed,))
+        await self.bus.serve_health(self.health)
         self._loop = asyncio.create_task(self._decide_forever())
 
     async def stop(self) -> None:
@@ -46,6 +49,12 @@ class ControllerService:
 
     async def on_program_service(self, msg: Incoming) -> None:
         self.view.on_program_service(msg.body)
+
+    async def on_session_closed(self, msg: Incoming) -> None:
+        self.view.on_session_closed(msg.body.session_id)
+
+    async def health(self) -> tuple[bool, str]:
+        return True, f"programs={self.view.num_programs} promotions={self.num_promotions}"
 
     async def decide_once(self) -> list[m.ProgramPromoted]:
         promotions = self.view.decide(time.monotonic())

@@ -4,6 +4,12 @@ The process table owns the truth and publishes program-service updates; the cach
 whole. Between a local completion and the update that follows it (milliseconds), the agent folds
 the completion in locally too, idempotent by call id, so its next call of that program already
 sees the new service. A promotion resets the ledger as the core prescribes.
+
+Memory tracks open programs, not history: a program is forgotten when its session closes or
+expires (`close`) and when the one call of a one-call program completes here. A late update of
+a forgotten program (a completion applied after the close) does not bring it back: closed ids
+are remembered in a bounded list, and a one-call program is recognised by its id. The LRU bound
+on ledgers stays as a backstop (e.g. a program whose call was cancelled here).
 """
 
 from __future__ import annotations
@@ -12,13 +18,19 @@ from collections import OrderedDict
 
 from shared.core.program import ProgramLedger, ServiceAggregation
 from shared.engine.api import CallCompletion
+from shared.protocol.programs import is_one_call_program, one_call_program_id
 
 
 class CachedProgramDirectory:
-    def __init__(self, aggregation: ServiceAggregation, capacity: int = 100_000) -> None:
+    def __init__(self, aggregation: ServiceAggregation, capacity: int = 100_000,
+                 closed_capacity: int = 16_384) -> None:
         self.aggregation = aggregation
         self._ledgers: OrderedDict[str, ProgramLedger] = OrderedDict()
         self._capacity = capacity
+        # recently closed programs (updates of their last calls still arrive for a few seconds);
+        # bounded by count: at 50 closes a second this remembers the last 5 minutes
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self._closed_capacity = closed_capacity
 
     def ledger(self, program_id: str) -> ProgramLedger:
         led = self._ledgers.get(program_id)
@@ -35,7 +47,10 @@ class CachedProgramDirectory:
 
     def apply_update(self, program_id: str, service_s: float, wait_s: float,
                      thread_service_s: dict[str, float], epoch: int, num_completed_calls: int = 0) -> bool:
-        """Take the process table's state; an update from before a promotion we know of is stale."""
+        """Take the process table's state; an update from before a promotion we know of is stale,
+        and one of a program that has ended (and is not held here) is ignored."""
+        if self._ended(program_id):
+            return False
         led = self.ledger(program_id)
         if epoch < led.epoch:
             return False
@@ -51,6 +66,8 @@ class CachedProgramDirectory:
         return True
 
     def apply_promotion(self, program_id: str, epoch: int | None) -> bool:
+        if self._ended(program_id):
+            return False
         led = self.ledger(program_id)
         if epoch is not None and epoch <= led.epoch:
             return False  # already applied (the update carrying it may have come first)
@@ -63,9 +80,31 @@ class CachedProgramDirectory:
         self.ledger(done.program_id).complete_call(
             done.call_id, done.thread_id, done.service_s, done.wait_s, done.thread_service_at_submit_s,
             self.aggregation, done.submit_epoch)
+        if done.program_id == one_call_program_id(done.call_id) or done.program_id in self._closed:
+            # its only call, or a call of a closed session that was still running here; another
+            # call of that session still here re-creates the ledger and is forgotten in turn
+            self._ledgers.pop(done.program_id, None)
+
+    def close(self, program_id: str) -> None:
+        """The program's session closed or expired: forget it, and ignore its late updates."""
+        self._ledgers.pop(program_id, None)
+        self._closed[program_id] = None
+        self._closed.move_to_end(program_id)
+        while len(self._closed) > self._closed_capacity:
+            self._closed.popitem(last=False)
 
     def forget(self, program_id: str) -> None:
         self._ledgers.pop(program_id, None)
+
+    def _ended(self, program_id: str) -> bool:
+        """Nothing here needs the program any more: it is not held, and it closed or was a one-call
+        program (whose update always follows its only completion)."""
+        return program_id not in self._ledgers and (
+            program_id in self._closed or is_one_call_program(program_id))
+
+    @property
+    def num_closed_remembered(self) -> int:
+        return len(self._closed)
 
     def __len__(self) -> int:
         return len(self._ledgers)

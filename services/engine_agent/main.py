@@ -10,6 +10,7 @@ import uvloop
 
 from services.engine_agent.backends import make_engine
 from services.engine_agent.directory import CachedProgramDirectory
+from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.settings import EngineAgentSettings
 from services.engine_agent.stepper import RealTimeStepper
@@ -61,6 +62,7 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
                         types=(m.RunCall, m.CancelCall))
     await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
+    await subscribe_forgetting(bus, directory, engine)  # closed sessions leave every per-program cache
 
     async def health() -> tuple[bool, str]:
         return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"

@@ -105,6 +105,12 @@ class RetentionMixin:
         self.pool.release(kept)
         return True
 
+    def forget_session(self, session_id: str) -> None:
+        """The session closed or expired: drop its pin and everything remembered about it."""
+        self.release_session(session_id)
+        self._pauses.pop(session_id, None)
+        self.tool_profiles.forget_session(session_id)
+
     def _reclaim(self, shortfall: int) -> bool:
         """Unpin retained sessions (eviction score order) until `shortfall` more blocks are free.
         Shared blocks free fewer than planned, so ask again for what is still missing."""
@@ -163,6 +169,8 @@ class RetentionMixin:
         resolution = self.tool_profiles.resolve(sid, hint.next_tool)
         prediction = self.tool_profiles.predict(resolution.tool, hint.idle_hint_s)
         self._pauses[sid] = (end_s, resolution.tool)
+        if len(self._pauses) > self.tool_profiles.cfg.max_sessions:  # sessions that never came back
+            del self._pauses[next(iter(self._pauses))]
         decision = self.retention.retain(sid, pool.num_sole_held(cached), seq.context_tokens, prediction, end_s)
         if decision.retained:
             self._kept[sid] = cached

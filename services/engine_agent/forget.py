@@ -1,0 +1,41 @@
+"""The engine agent forgets a program when its session closes or expires.
+
+The process table announces both on the audit stream (`SessionClosed`, reason "client" or
+"idle_ttl"); the agent hears it as a plain core subscriber (at most once: a missed close leaves
+the program to the directory's LRU bound, as before). One-call programs need no event: the
+directory drops them when their only call completes here.
+"""
+
+from __future__ import annotations
+
+from services.engine_agent.directory import CachedProgramDirectory
+from shared.bus.bus import Bus
+from shared.bus.incoming import Incoming
+from shared.engine.api import Engine
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+class ProgramForgetter:
+    def __init__(self, directory: CachedProgramDirectory, engine: Engine) -> None:
+        self.directory = directory
+        # the lite engine keeps per-session retention state (pins, pause history); others may not
+        self._forget_in_engine = getattr(engine, "forget_session", None)
+        self.num_forgotten = 0
+
+    def forget(self, program_id: str) -> None:
+        self.directory.close(program_id)
+        if self._forget_in_engine is not None:
+            self._forget_in_engine(program_id)
+        self.num_forgotten += 1
+
+    async def on_session_closed(self, msg: Incoming) -> None:
+        closed: m.SessionClosed = msg.body
+        self.forget(closed.session_id)
+
+
+async def subscribe_forgetting(bus: Bus, directory: CachedProgramDirectory, engine: Engine) -> ProgramForgetter:
+    forgetter = ProgramForgetter(directory, engine)
+    await bus.subscribe(subjects.events_of_type(m.SessionClosed), forgetter.on_session_closed,
+                        types=(m.SessionClosed,))
+    return forgetter

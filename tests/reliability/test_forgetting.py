@@ -1,0 +1,140 @@
+"""Memory follows open programs, not history: when a session closes or expires, or a one-call
+program's call completes, the engine agents' program directories and the controller forget it,
+and late updates do not bring it back. The whole serving stack in this process (real NATS, real
+PostgreSQL, process table, router, two lite engine agents, session API) plus a controller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import openai
+import pytest
+
+from services.controller.handlers import ControllerService
+from services.controller.settings import ControllerSettings
+from services.engine_agent.directory import CachedProgramDirectory
+from shared.core.program import ServiceAggregation
+from shared.engine.api import CallCompletion
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from tests.serving.stack import start_stack
+
+MODEL = "autellix-lite"
+
+
+# --- the directory alone ---------------------------------------------------------------------------
+def _completion(call_id: str, program_id: str) -> CallCompletion:
+    return CallCompletion(call_id=call_id, program_id=program_id, thread_id="main", service_s=0.5, wait_s=0.1,
+                          preemptions=0, prompt_tokens=8, output_tokens=4, prefix_hit_tokens=0,
+                          recomputed_tokens=0, first_token_s=0.0, finish_s=1.0,
+                          thread_service_at_submit_s=0.0, submit_epoch=0)
+
+
+def test_directory_forgets_a_one_call_program_at_its_completion_and_ignores_its_update():
+    directory = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
+    directory.ledger("call-c1")  # the call arrived
+    directory.fold_completion(_completion("c1", "call-c1"))
+    assert len(directory) == 0
+    assert not directory.apply_update("call-c1", 0.5, 0.1, {"main": 0.5}, epoch=0, num_completed_calls=1)
+    assert not directory.apply_promotion("call-c1", 1)
+    assert len(directory) == 0
+    # an engine that never ran the call ignores the update too; a session's update is kept
+    assert directory.apply_update("s-open", 1.0, 0.0, {"main": 1.0}, epoch=0, num_completed_calls=1)
+    assert len(directory) == 1
+
+
+def test_directory_forgets_a_closed_session_and_its_stragglers():
+    directory = CachedProgramDirectory(ServiceAggregation.SUM, closed_capacity=2)
+    directory.apply_update("s-1", 1.0, 0.0, {"main": 1.0}, epoch=0, num_completed_calls=1)
+    directory.ledger("s-1")
+    directory.close("s-1")
+    assert len(directory) == 0
+    assert not directory.apply_update("s-1", 2.0, 0.0, {"main": 2.0}, epoch=0, num_completed_calls=2)
+    directory.ledger("s-1")  # a call of the closed session still running here
+    directory.fold_completion(_completion("c9", "s-1"))
+    assert len(directory) == 0
+    directory.close("s-2")
+    directory.close("s-3")
+    assert directory.num_closed_remembered == 2  # bounded
+
+
+# --- the live stack --------------------------------------------------------------------------------
+@pytest.fixture
+async def live(nats_url, postgres_server, _migrated_template, monkeypatch):
+    # sessions expire 1 s after their last activity, swept every 0.3 s
+    monkeypatch.setenv("SESSION_IDLE_TTL_S", "1.0")
+    monkeypatch.setenv("SESSION_EXPIRY_INTERVAL_S", "0.3")
+    stack = await start_stack(nats_url, postgres_server.create_database(template=_migrated_template))
+    bus = None
+    controller = None
+    try:
+        from shared.bus import Bus
+
+        bus = await Bus.connect(nats_url, service="controller", connect_timeout_s=5.0)
+        controller = ControllerService(bus, ControllerSettings(nats_url=nats_url, decision_interval_s=0.1))
+        await controller.start()
+        yield stack, controller
+    finally:
+        if controller is not None:
+            await controller.stop()
+        if bus is not None:
+            await bus.close()
+        await stack.stop()
+
+
+def _held(stack, controller, program_id: str) -> list[str]:
+    """Which caches still hold the program."""
+    where = [eid for eid, agent in stack.agents.items() if program_id in agent.agent.directory._ledgers]
+    view = controller.view
+    if program_id in view.totals or program_id in view.epochs or program_id in view.last_promoted_s:
+        where.append("controller")
+    return where
+
+
+async def _until_forgotten(stack, controller, program_id: str, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _held(stack, controller, program_id):
+        assert time.monotonic() < deadline, f"{program_id} still held by {_held(stack, controller, program_id)}"
+        await asyncio.sleep(0.05)
+
+
+async def test_closed_expired_and_one_call_programs_are_forgotten_everywhere(live):
+    stack, controller = live
+    headers = {"Authorization": f"Bearer {stack.key('acme')}"}
+    client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers) as http:
+        sid = (await http.post("/v1/sessions", json={})).json()["id"]
+        messages = [{"role": "user", "content": "plan the next step " * 20}]
+        for thread in ("main", "left"):  # a forked thread too
+            extra = {"X-Session-Id": sid, "X-Thread-Id": thread}
+            if thread != "main":
+                extra["X-Parent-Thread-Id"] = "main"
+            await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=4, extra_headers=extra)
+        # every engine and the controller hear the process table's update of a session
+        deadline = time.monotonic() + 5.0
+        while len(_held(stack, controller, sid)) < len(stack.agents) + 1:
+            assert time.monotonic() < deadline, f"{sid} held only by {_held(stack, controller, sid)}"
+            await asyncio.sleep(0.05)
+        assert (await http.delete(f"/v1/sessions/{sid}")).status_code == 200
+        await _until_forgotten(stack, controller, sid)
+
+        # a late update of the closed session (a straggler's completion) does not bring it back
+        await controller.bus.publish(subjects.program_service(sid), m.ProgramServiceUpdated(
+            program_id=sid, service_s=9.0, wait_s=0.0, epoch=0, num_completed_calls=3))
+        await asyncio.sleep(0.3)
+        assert _held(stack, controller, sid) == []
+
+        # an abandoned session expires (idle TTL) and is forgotten the same way
+        idle = (await http.post("/v1/sessions", json={})).json()["id"]
+        await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=4,
+                                             extra_headers={"X-Session-Id": idle})
+        await _until_forgotten(stack, controller, idle, timeout_s=8.0)
+        assert (await http.get(f"/v1/sessions/{idle}")).json()["status"] in ("closed", "expired")
+
+    # a call without a session: a one-call program, forgotten once its call completed
+    resp = await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=4)
+    program_id = f"call-{resp.id.removeprefix('chatcmpl-')}"
+    await asyncio.sleep(0.5)  # its update reaches every engine and the controller meanwhile
+    assert _held(stack, controller, program_id) == []
