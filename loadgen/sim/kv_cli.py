@@ -35,6 +35,9 @@ def add_kv_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"comma list of {', '.join(KV_POLICIES)} (KV mode default: prefix-lru,workflow)")
     g.add_argument("--belady", action="store_true",
                    help="record the block trace of the prefix-lru run and report competitive ratios vs Belady")
+    g.add_argument("--belady-capacities", default=None,
+                   help="with --belady: also replay each recorded trace at these KV capacities (comma list "
+                        "of blocks): the eviction policies on one access stream, from no pressure to thrashing")
     g.add_argument("--fairness", default=None, help=f"comma list of {', '.join(FAIRNESS_MODES)} (default off)")
     g.add_argument("--num-blocks", type=int, default=None, help="KV blocks per engine (default: the preset's)")
     g.add_argument("--max-num-seqs", type=int, default=256, help="running calls per engine (default 256)")
@@ -44,7 +47,8 @@ def add_kv_arguments(p: argparse.ArgumentParser) -> None:
 
 def is_kv_mode(args: argparse.Namespace) -> bool:
     routers = [r.strip().lower() for r in str(args.router).split(",")] if args.router else []
-    return (args.kv_policy is not None or args.belady or args.fairness is not None or AFFINITY in routers
+    return (args.kv_policy is not None or args.belady or args.belady_capacities is not None
+            or args.fairness is not None or AFFINITY in routers
             or len(routers) > 1)
 
 
@@ -52,8 +56,12 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
     if args.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
     get_preset(args.preset)
-    if args.engine != "lite":
-        raise ValueError("KV retention, affinity and fairness run on the lite engine: use --engine lite")
+    if args.engine not in ("lite", "emulated"):
+        raise ValueError(f"unknown engine {args.engine!r}; the KV mode runs on lite or emulated")
+    if args.engine == "emulated":
+        from loadgen.sim.engines import EngineOptions, check_available
+
+        check_available(EngineOptions(kind="emulated"))
     if args.preemption != "recompute":
         raise ValueError("the KV mode compares recompute preemption only: use --preemption recompute")
     if not args.rates:
@@ -78,6 +86,17 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
     kv = parse_list(args.kv_policy or "prefix-lru,workflow", KV_POLICIES, "kv policy")
     if args.belady and not any(k != "lru" for k in kv):
         raise ValueError("--belady records the trace of a prefix-cache run: add prefix-lru or workflow")
+    capacities: tuple[int, ...] = ()
+    if args.belady_capacities:
+        if not args.belady:
+            raise ValueError("--belady-capacities needs --belady")
+        try:
+            capacities = tuple(int(x) for x in args.belady_capacities.split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"--belady-capacities must be comma-separated integers, got "
+                             f"{args.belady_capacities!r}") from None
+        if not capacities or min(capacities) < 1:
+            raise ValueError(f"--belady-capacities must be positive block counts, got {args.belady_capacities!r}")
     policies = tuple(parse_policy(n) for n in (args.policies or "fcfs").split(",") if n.strip())
     if not policies or PolicyName.SRPT in policies:
         raise ValueError("the KV mode takes non-clairvoyant policies: fcfs, mlfq, plas, atlas")
@@ -85,10 +104,11 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
         workload=args.workload, kv_policies=kv, routers=parse_routers(args.router or "least-loaded,affinity"),
         policies=policies,
         fairness=parse_list(args.fairness or "off", FAIRNESS_MODES, "fairness mode"),
-        num_engines=args.engines, rate=rates[0], num_programs=num_programs, seed=args.seed,
+        num_engines=args.engines, engine=args.engine, rate=rates[0], num_programs=num_programs, seed=args.seed,
         preset=args.preset.strip().lower(), num_blocks=args.num_blocks, batching=args.batching,
         max_num_seqs=args.max_num_seqs,
-        beta=parse_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady)
+        beta=parse_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady,
+        belady_capacities=capacities)
 
 
 def parse_beta(text: str) -> float | None:
@@ -129,6 +149,9 @@ def run_kv(args: argparse.Namespace) -> int:
     for name, b in (result["belady"] or {}).items():
         print(f"belady, trace of {name} (e0, {b['accesses']} accesses, {b['capacity_blocks']} blocks): "
               + ", ".join(f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in b["policies"].items()))
+        for cap, r in (b.get("by_capacity") or {}).items():
+            print(f"  replayed at {cap} blocks: belady misses {r['belady_misses']}, "
+                  + ", ".join(f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in r["policies"].items()))
     print(f"wall {result['wall_s']:.1f} s")
     return 0
 

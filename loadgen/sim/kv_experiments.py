@@ -42,7 +42,7 @@ from loadgen.workloads.multitenant import tenant_class
 from loadgen.workloads.registry import make_programs
 from loadgen.workloads.spec import ProgramSpec
 from shared.core.affinity import AffinityConfig
-from shared.core.belady import BlockTraceRecorder, compare_policies
+from shared.core.belady import BlockTrace, BlockTraceRecorder, compare_policies
 from shared.core.fairness import TenantSpec
 from shared.core.kv_retention import RetentionConfig
 from shared.core.policy import PolicyName, SchedulingPolicy
@@ -53,6 +53,7 @@ from shared.engine.cost_model import CostModel
 from shared.engine.lite import LiteEngine, LiteEngineConfig
 
 KV_POLICIES = ("lru", "prefix-lru", "workflow")
+KV_ENGINES = ("lite", "emulated")
 AFFINITY = "affinity"
 FAIRNESS_MODES = ("off", "afs")
 
@@ -84,6 +85,7 @@ class KvExperimentConfig:
     policies: tuple[PolicyName, ...] = (PolicyName.FCFS,)
     fairness: tuple[str, ...] = ("off",)
     num_engines: int = 2
+    engine: str = "lite"  # or "emulated": vLLM's real scheduler and block pool, cost-model time
     rate: float = 0.5  # programs/s (Poisson)
     num_programs: int = 40
     seed: int = 0
@@ -94,6 +96,7 @@ class KvExperimentConfig:
     beta: float | None = StarvationConfig().beta
     slo_multiple: float = 3.0
     belady: bool = False
+    belady_capacities: tuple[int, ...] = ()  # extra replays of each recorded trace at these capacities
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     affinity: AffinityConfig = field(default_factory=AffinityConfig)
     time_cap_factor: float = 20.0  # virtual-time cap: last arrival + this x the longest isolated TCT
@@ -107,6 +110,11 @@ class KvExperimentConfig:
             raise ValueError(f"rate must be a positive number, got {self.rate}")
         if not self.slo_multiple > 0:
             raise ValueError(f"slo multiple must be > 0, got {self.slo_multiple}")
+        if self.engine not in KV_ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; valid: {', '.join(KV_ENGINES)}")
+        if self.engine == "emulated" and (self.belady or "afs" in self.fairness or self.batching != "v1"):
+            raise ValueError("the emulated engine runs KV policies and routers (V1 batching); Belady traces "
+                             "and AFS run on --engine lite")
 
     def configurations(self) -> list[tuple[str, str, PolicyName, str]]:
         return list(itertools.product(self.kv_policies, self.routers, self.policies, self.fairness))
@@ -150,6 +158,14 @@ class KvExperiment:
 
     def engines(self, kv: str, policy: SchedulingPolicy, directory: DictProgramDirectory) -> list[LiteEngine]:
         cfg = self.config
+        if cfg.engine == "emulated":
+            from shared.engine.vllm_emulated import EmulatedVllmEngine
+
+            return [EmulatedVllmEngine(f"e{i}", policy, directory, preset=cfg.preset,
+                                       starvation=StarvationConfig(beta=cfg.beta), prefix_caching=kv != "lru",
+                                       max_num_seqs=cfg.max_num_seqs, num_kv_blocks=cfg.num_blocks,
+                                       kv_retention=cfg.retention if kv == "workflow" else None)
+                    for i in range(cfg.num_engines)]
         lite = LiteEngineConfig(preset=cfg.preset, num_blocks=cfg.num_blocks, mode=cfg.batching,
                                 max_num_seqs=cfg.max_num_seqs,
                                 prefix_caching=kv != "lru", starvation=StarvationConfig(beta=cfg.beta),
@@ -244,8 +260,12 @@ def run_kv_experiment(config: KvExperimentConfig, progress: Callable[[str], None
             tb = time.perf_counter()
             trace = recorder.trace(engines[0].num_blocks)
             report = compare_policies(trace, config.retention).to_dict()
+            by_capacity = {str(cap): compare_policies(BlockTrace(cap, trace.accesses, trace.calls),
+                                                      config.retention).to_dict()
+                           for cap in config.belady_capacities}
             belady[label(*conf)] = {"trace_from": label(*conf), "engine": engines[0].engine_id,
                                     "capacity_blocks": trace.capacity_blocks, **report,
+                                    "by_capacity": by_capacity or None,
                                     "wall_s": round(time.perf_counter() - tb, 2)}
             progress(f"belady on {label(*conf)}: " + ", ".join(
                 f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in report["policies"].items()))
@@ -262,6 +282,7 @@ def run_kv_experiment(config: KvExperimentConfig, progress: Callable[[str], None
         "engines": config.num_engines,
         "rate": config.rate,
         "num_programs": config.num_programs,
+        "engine": config.engine,
         "seed": config.seed,
         "preset": config.preset,
         "num_blocks": config.num_blocks or CostModel(config.preset).num_kv_blocks,

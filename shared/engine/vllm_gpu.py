@@ -11,9 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from shared.core.kv_retention import RetentionConfig
 from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import CallCompletion, EngineCall, ProgramDirectory, Segment, StepReport
+from shared.engine.lite.retention import SessionHint
 from shared.engine.program_meta import EXTRA_ARGS_KEY
 from shared.engine.program_sched import SchedulerSettings
 from shared.engine.vllm_emulated import SegmentTokens, scheduler_kind_for
@@ -22,7 +24,7 @@ from shared.engine.vllm_emulated import SegmentTokens, scheduler_kind_for
 class VllmGpuEngine:
     def __init__(self, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory, *, model: str,
                  starvation: StarvationConfig | None = None, baseline: str | None = None,
-                 **core_kwargs: Any) -> None:
+                 kv_retention: RetentionConfig | None = None, **core_kwargs: Any) -> None:
         from shared.engine import vllm_adapter as va  # the one module that imports vLLM
 
         self._va = va
@@ -32,13 +34,19 @@ class VllmGpuEngine:
                                          settings=settings.to_config(), **core_kwargs)
         self.sched = self.core.scheduler
         self.sched.attach_directory(directory)
+        if kv_retention is not None:  # workflow-aware retention in vLLM's block pool (vllm_retention)
+            self.sched.enable_retention(kv_retention)
         self._hasher = self.core.request_block_hasher
         self._tokens = SegmentTokens()
         self._offset_s = 0.0  # driver clock minus the monotonic clock the scheduler uses
+        self.session_hints = None  # EngineCall -> SessionHint (None: session = program)
 
     def submit_tokens(self, request_id: str, prompt_token_ids: list[int], max_tokens: int, arrival_s: float,
-                      extra_args: dict | None, ignore_eos: bool = False) -> None:
-        """A real prompt (token ids from the gateway); ValueError at admission for bad extra_args."""
+                      extra_args: dict | None, ignore_eos: bool = False, session: SessionHint | None = None) -> None:
+        """A real prompt (token ids from the gateway); ValueError at admission for bad extra_args.
+        `session`: the call's session and declared next tool (X-Next-Tool), for KV retention."""
+        if session is not None:
+            self.sched.set_session_hint(request_id, session, arrival_s - self._offset_s)
         request = self._va.make_request(request_id, prompt_token_ids, max_tokens, arrival_s - self._offset_s,
                                         extra_args, hasher=self._hasher, ignore_eos=ignore_eos)
         self.core.add_request(request)
@@ -48,8 +56,11 @@ class VllmGpuEngine:
         extra = {EXTRA_ARGS_KEY: {"program_id": call.program_id, "thread_id": call.thread_id,
                                   "program_arrival_s": call.program_arrival_s, "seq": call.seq,
                                   "oracle_remaining_s": call.oracle_remaining_s}}
+        hint = None
+        if self.sched.retention is not None:
+            hint = self.session_hints(call) if self.session_hints is not None else SessionHint(call.program_id)
         self.submit_tokens(call.call_id, self._tokens.prompt(call.prompt_segments), call.max_output_tokens,
-                           call.arrival_s, extra, ignore_eos=True)
+                           call.arrival_s, extra, ignore_eos=True, session=hint)
 
     def step(self, now_s: float) -> StepReport | None:
         if not self.sched.has_requests():

@@ -15,7 +15,9 @@ from autellix.cli import main
     (["--router", "affinity", "--rates", "1,2"], "exactly one positive rate"),
     (["--router", "affinity", "--rates", "-1"], "exactly one positive rate"),
     (["--router", "affinity,random", "--rates", "1"], "valid routers"),
-    (["--kv-policy", "workflow", "--engine", "emulated", "--rates", "1"], "lite engine"),
+    (["--kv-policy", "workflow", "--engine", "tpu", "--rates", "1"], "runs on lite or emulated"),
+    (["--belady-capacities", "100", "--rates", "1"], "needs --belady"),
+    (["--belady", "--belady-capacities", "0", "--rates", "1"], "positive block counts"),
     (["--fairness", "maybe", "--rates", "1"], "valid: off, afs"),
     (["--belady", "--kv-policy", "lru", "--rates", "1"], "add prefix-lru or workflow"),
     (["--kv-policy", "workflow", "--policies", "srpt", "--rates", "1"], "non-clairvoyant"),
@@ -47,6 +49,16 @@ def test_kv_mode_json_has_the_issue_fields(tmp_path, capsys):
     assert set(data["belady"]["prefix-lru+affinity+fcfs"]["policies"]) == {"lru", "prefix-lru", "workflow"}
     assert data["policies"]["workflow+affinity+fcfs"]["belady_trace_from"] == "prefix-lru+affinity+fcfs"
     assert "workflow+affinity+fcfs" in capsys.readouterr().out
+
+
+def test_belady_replays_at_smaller_capacities_miss_more(tmp_path):
+    out = tmp_path / "cap.json"
+    assert main(["sim", "--quiet", "--workload", "browser", "--rates", "1", "--programs", "3",
+                 "--kv-policy", "prefix-lru", "--router", "affinity", "--belady", "--belady-capacities", "400,100",
+                 "--json", str(out)]) == 0
+    b = json.loads(out.read_text())["belady"]["prefix-lru+affinity+fcfs"]
+    assert set(b["by_capacity"]) == {"400", "100"}
+    assert b["by_capacity"]["100"]["belady_misses"] >= b["by_capacity"]["400"]["belady_misses"] >= b["belady_misses"]
 
 
 def test_multitenant_attainment_by_tenant_class(tmp_path):
