@@ -7,21 +7,25 @@ promoted on its own would reset a ledger the process table never reset).
 
 from __future__ import annotations
 
+from shared.core.kv_retention import RetentionConfig
 from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import Engine, ProgramDirectory
 
 
 def make_engine(backend: str, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory,
-                preset: str, max_num_seqs: int | None = None, num_blocks: int | None = None) -> Engine:
+                preset: str, max_num_seqs: int | None = None, num_blocks: int | None = None,
+                kv_retention: RetentionConfig | None = None) -> Engine:
     if backend == "lite":
         from shared.engine.lite import LiteEngine, LiteEngineConfig
 
         limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
         config = LiteEngineConfig(preset=preset, starvation=StarvationConfig(beta=None), num_blocks=num_blocks,
-                                  **limits)
+                                  kv_retention=kv_retention, **limits)
         return LiteEngine(engine_id, policy, directory, config)
     if backend == "emulated":
+        if kv_retention is not None:
+            raise ValueError("ENGINE_KV_POLICY=workflow runs on the lite backend only")
         from shared.engine.vllm_emulated import EmulatedVllmEngine  # imports vLLM only when built
 
         limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}

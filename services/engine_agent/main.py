@@ -12,6 +12,7 @@ from services.engine_agent.backends import make_engine
 from services.engine_agent.directory import CachedProgramDirectory
 from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
+from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
 from services.engine_agent.settings import EngineAgentSettings
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
@@ -45,7 +46,7 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
     engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset,
-                         settings.engine_max_num_seqs, settings.engine_num_blocks)
+                         settings.engine_max_num_seqs, settings.engine_num_blocks, retention_config(settings))
     bus = await Bus.connect(settings.nats_url, "engine_agent", settings.nats_connect_timeout_s)
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     agent_ref: list[EngineAgent] = []
@@ -58,6 +59,10 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper,
                         settings.stream_interval_s)
     agent_ref.append(agent)
+    retention = attach_retention(engine, agent.calls)
+    if retention is not None:
+        await bus.subscribe(subjects.events_of_type(m.SessionClosed), on_session_closed(retention),
+                            types=(m.SessionClosed,))
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))
     await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))

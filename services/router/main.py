@@ -6,8 +6,7 @@ import asyncio
 
 import uvloop
 
-from services.router.decision import EngineChooser
-from services.router.engine_table import EngineTable
+from services.router.affinity_chooser import make_chooser
 from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
 from services.router.settings import RouterSettings
@@ -22,8 +21,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
     """Connect and subscribe; returns the bus, the handlers and the engine-expiry task."""
     bus = await Bus.connect(settings.nats_url, "router", settings.nats_connect_timeout_s)
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
-    chooser = EngineChooser(EngineTable(settings.engine_ttl_s), settings.router_policy,
-                            settings.locality_threshold_tokens)
+    chooser = make_chooser(settings)
     handlers = RouterHandlers(bus, chooser, settings.engine_request_timeout_s)
     await bus.subscribe(subjects.all_engine_heartbeats(), handlers.on_heartbeat, types=(m.EngineHeartbeat,))
     await bus.subscribe(subjects.router_route(), handlers.on_route, queue=subjects.ROUTER_QUEUE,
@@ -44,7 +42,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
 
 async def serve(settings: RouterSettings) -> None:
     bus, _, expiry = await start_router(settings)
-    get_logger().info("router_started", policy=settings.router_policy.value,
+    get_logger().info("router_started", policy=settings.router_policy.value, affinity=settings.router_affinity,
                       locality_threshold_tokens=settings.locality_threshold_tokens)
     stop = stop_on_signals()
     await stop.wait()

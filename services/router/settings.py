@@ -13,6 +13,12 @@ class RouterSettings(MeshSettings):
     locality_threshold_tokens: int = Field(default=2048, ge=0)  # the paper's threshold
     engine_ttl_s: float = Field(default=3.0, gt=0)  # an engine silent this long has left
     engine_request_timeout_s: float = Field(default=2.0, gt=0)
+    # session affinity (issue 6; services/router/affinity_chooser.py): on, a session's calls stick
+    # to the engine holding its KV and router_policy is not used; the stealing knobs of SAGA
+    router_affinity: bool = False
+    affinity_t_idle_s: float = Field(default=0.1, ge=0)
+    affinity_r_max: float = Field(default=2.0, ge=1)
+    affinity_max_migrations_per_task: int = Field(default=3, ge=0)
 
     @field_validator("router_policy", mode="before")
     @classmethod

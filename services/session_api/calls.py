@@ -21,6 +21,7 @@ from services.session_api.tokens import (
     content_segment_id,
     segments_for_messages,
 )
+from services.session_api.tool_hints import with_hint
 from shared.core.program import ROOT_THREAD
 from shared.engine.api import Segment
 from shared.protocol import subjects
@@ -41,6 +42,9 @@ class PreparedCall:
     prompt_segments: tuple[Segment, ...]
     max_tokens: int
     started_s: float  # perf_counter at request arrival (latency metrics)
+    next_tool: str | None = None  # tool hint (tool_hints.py): the tool run after this call
+    next_tool_idle_s: float | None = None  # the client's pause estimate, clamped
+    hint_notes: tuple[str, ...] = ()  # clamps applied to the hint, reported to the client
 
 
 def new_call_id() -> str:
@@ -81,7 +85,8 @@ def prepare_chat(request: Request, body: ChatCompletionRequest, settings: Sessio
                  outputs: OutputIndex) -> PreparedCall:
     session_id, thread_id, parent = _ids(request, body)
     segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs)
-    return _prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings)
+    return with_hint(_prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings),
+                     request, body)
 
 
 def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
@@ -97,7 +102,8 @@ def prepare_completion(request: Request, body: CompletionRequest, settings: Sess
     else:
         raise ApiError(400, "only one prompt per request is served (a list of several strings was given)",
                        code="unsupported_value", param="prompt")
-    return _prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings)
+    return with_hint(_prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings),
+                     request, body)
 
 
 def _prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],

@@ -344,9 +344,10 @@ class Gateway:
             parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
             prompt_segments=list(call.prompt_segments), max_tokens=call.max_tokens, stream=True,
             reply_subject=reply_subject, submitted_at_ns=time.time_ns(), model=model,
-            primary_engine=primary_engine, program_started_at_ns=program_started_at_ns)
+            primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
+            next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s)
         try:
-            await self.bus.publish_event_nowait(m.CallSubmitted(
+            await self.bus.publish_event_unacked(m.CallSubmitted(
                 call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
                 parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
                 max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))

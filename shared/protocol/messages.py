@@ -134,6 +134,11 @@ class RouteCall:
     # and when the program (session) started, for program-FCFS order within an MLFQ level
     primary_engine: str | None = None
     program_started_at_ns: int = 0
+    # the client's tool hint (X-Next-Tool): the tool the agent runs after this call, normalised by
+    # the API; None: the engine infers the class from the session's history. `next_tool_idle_s`:
+    # the client's own estimate of that pause (already clamped by the API), None if not given
+    next_tool: str | None = None
+    next_tool_idle_s: float | None = None
 
 
 @message("engine.run_call")

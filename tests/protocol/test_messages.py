@@ -14,7 +14,8 @@ from shared.protocol.codec import MESSAGE_TYPES
 ROUTE = m.RouteCall(call_id="c1", program_id="p1", thread_id="t2", parent_thread_id="main", tenant="acme",
                     prompt_text="hi", prompt_token_ids=[1, 2, 3], prompt_tokens=3,
                     prompt_segments=[("sys", 2), ("u1", 1)], max_tokens=16, stream=True,
-                    reply_subject="autellix.tokens.c1", submitted_at_ns=5)
+                    reply_subject="autellix.tokens.c1", submitted_at_ns=5, next_tool="run_tests",
+                    next_tool_idle_s=2.5)
 
 SAMPLES = [
     m.OpenSession(session_id="s1", tenant="acme", name="n", workload_class="react"),
@@ -91,6 +92,14 @@ def test_golden_bytes_heartbeat_is_a_named_map():
                        "engine_id": "e0", "backend": "", "queue_depth": 2, "running_calls": 0,
                        "kv_used_blocks": 0, "kv_total_blocks": 0, "kv_use": 0.0, "load": 0.0,
                        "interval_s": 1.0, "started_at_ns": 0}}
+
+
+def test_route_call_without_a_tool_hint_decodes_with_none():
+    """A RouteCall from a publisher that predates tool hints (issue 6) has no hint fields."""
+    raw = msgpack.unpackb(encode(ROUTE, "x", 1, sent_at_ns=1))
+    del raw["body"]["next_tool"], raw["body"]["next_tool_idle_s"]
+    body = decode(msgpack.packb(raw)).body
+    assert body.next_tool is None and body.next_tool_idle_s is None and body.call_id == ROUTE.call_id
 
 
 def test_older_reader_ignores_new_fields_and_newer_reader_defaults_missing_ones():

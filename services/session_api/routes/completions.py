@@ -27,6 +27,7 @@ from services.session_api.schemas import (
     Usage,
 )
 from services.session_api.tokens import render_token_ids
+from services.session_api.tool_hints import report_notes
 
 router = APIRouter(prefix="/v1", tags=["completions"])
 
@@ -56,14 +57,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
         first = chunk({"role": "assistant", "content": ""}, None)
-        return _sse(stream, prepared, gateway, "chat", first, lambda text: chunk({"content": text}, None),
+        return report_notes(_sse(stream, prepared, gateway, "chat", first, lambda text: chunk({"content": text}, None),
                     lambda finish: chunk({}, finish), body.include_usage_in_stream,
                     {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
-                     "choices": []})
+                     "choices": []}), prepared)
     text, finish = await _collect(stream, prepared, gateway, "chat")
-    return _json(ChatCompletion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
-                                choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
-                                usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens)))
+    return report_notes(_json(ChatCompletion(
+        id=cid, created=created, model=body.model, session_id=prepared.session_id,
+        choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
+        usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
 
 
 @router.post("/completions", response_model=Completion, responses={**_ERRORS, **_STREAMED})
@@ -78,14 +80,15 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
         def chunk(text: str, finish: str | None) -> dict:
             return {"id": cid, "object": "text_completion", "created": created, "model": body.model,
                     "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
-        return _sse(stream, prepared, gateway, "completions", None, lambda text: chunk(text, None),
+        return report_notes(_sse(stream, prepared, gateway, "completions", None, lambda text: chunk(text, None),
                     lambda finish: chunk("", finish), body.include_usage_in_stream,
                     {"id": cid, "object": "text_completion", "created": created, "model": body.model,
-                     "choices": []})
+                     "choices": []}), prepared)
     text, finish = await _collect(stream, prepared, gateway, "completions")
-    return _json(Completion(id=cid, created=created, model=body.model, session_id=prepared.session_id,
-                            choices=[CompletionChoice(text=text, finish_reason=finish)],
-                            usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens)))
+    return report_notes(_json(Completion(
+        id=cid, created=created, model=body.model, session_id=prepared.session_id,
+        choices=[CompletionChoice(text=text, finish_reason=finish)],
+        usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
 
 
 def _json(body: BaseModel) -> Response:

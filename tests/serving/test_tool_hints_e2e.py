@@ -1,0 +1,177 @@
+"""Tool hints end to end (issue 6): `X-Next-Tool` through session_api -> router -> engine agent to
+the lite engine's KV retention, through the official `openai` client on real NATS and PostgreSQL.
+
+The scenario puts one small engine (128 blocks of 16 tokens) under memory pressure during a
+session's tool pause: session A's first call (640 prompt tokens) declares `run_tests`; two
+one-call programs of 960 tokens each run during the pause; A's second call repeats its history.
+With `ENGINE_KV_POLICY=workflow` A's blocks are pinned for the tool's TTL and its second call
+hits all of them; with plain prefix-cache LRU the second filler evicts most of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from services.engine_agent.main import start_agent
+from services.engine_agent.settings import EngineAgentSettings
+from services.process_table.main import serve as serve_process_table
+from services.process_table.settings import ProcessTableSettings
+from services.router.main import start_router
+from services.router.settings import RouterSettings
+from services.session_api.auth import KeyStore
+from services.session_api.main import create_app
+from services.session_api.settings import SessionApiSettings
+from shared.runtime.nats_server import NatsServer
+from shared.runtime.ports import free_port
+from tests.serving.stack import TENANT_KEYS, Stack, _wait_ready
+
+MODEL = "autellix-lite"
+NUM_BLOCKS = 128
+HISTORY_TOKENS = 640  # 40 blocks
+FILLER_TOKENS = 960  # 60 blocks each
+
+
+async def _start_small_stack(nats_url: str, database_url: str, kv_policy: str) -> Stack:
+    """One lite engine with NUM_BLOCKS blocks, the affinity router, the API."""
+    prefix = uuid.uuid4().hex[:6]
+    engine_id = f"h{prefix}e0"
+    api_port = free_port()
+    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=[engine_id], nats_url=nats_url)
+    try:
+        pt_stop = asyncio.Event()
+        pt_task = asyncio.create_task(serve_process_table(
+            ProcessTableSettings(nats_url=nats_url, database_url=database_url), pt_stop))
+
+        async def stop_pt() -> None:
+            pt_stop.set()
+            await asyncio.wait_for(pt_task, 10)
+        stack._stoppers.append(stop_pt)
+        router_bus, _, expiry = await start_router(RouterSettings(nats_url=nats_url, engine_ttl_s=1.5,
+                                                                  router_affinity=True))
+
+        async def stop_router() -> None:
+            expiry.cancel()
+            await router_bus.close()
+        stack._stoppers.append(stop_router)
+        stack.agents[engine_id] = await start_agent(EngineAgentSettings(
+            nats_url=nats_url, engine_id=engine_id, heartbeat_interval_s=0.25, engine_num_blocks=NUM_BLOCKS,
+            engine_kv_policy=kv_policy, scheduling_policy="fcfs"))
+
+        async def stop_agents() -> None:
+            for agent in list(stack.agents.values()):
+                await agent.stop()
+        stack._stoppers.append(stop_agents)
+        settings = SessionApiSettings(nats_url=nats_url, api_port=api_port, engine_ttl_s=1.5)
+        keys = KeyStore.parse(",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items()))
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, keys), host="127.0.0.1", port=api_port,
+                                               log_level="warning", lifespan="on"))
+        server_task = asyncio.create_task(server.serve())
+
+        async def stop_api() -> None:
+            server.should_exit = True
+            await asyncio.wait_for(server_task, 10)
+        stack._stoppers.append(stop_api)
+        await _wait_ready(stack, server_task, pt_task)
+    except BaseException:
+        await stack.stop()
+        raise
+    return stack
+
+
+@pytest.fixture(scope="module", params=["workflow", "prefix-lru"])
+async def small_stack(request, tmp_path_factory, postgres_server, _migrated_template):
+    # its own NATS server: on the shared one, the session stack's process table and router would
+    # answer this stack's requests too
+    nats = NatsServer(tmp_path_factory.mktemp("nats-hints")).start()
+    database_url = postgres_server.create_database(template=_migrated_template)
+    try:
+        running = await _start_small_stack(nats.url, database_url, request.param)
+        yield request.param, running
+        with contextlib.suppress(Exception):
+            await running.stop()
+    finally:
+        nats.stop()
+
+
+def _client(stack) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+
+
+def _text(tag: str, num_tokens: int) -> str:
+    """`num_tokens` tokens of text (the API counts characters / 4), unique to `tag`."""
+    return (f"{tag} " * num_tokens)[: num_tokens * 4]
+
+
+async def _open_session(stack) -> str:
+    async with httpx.AsyncClient(base_url=stack.base_url,
+                                 headers={"Authorization": f"Bearer {stack.key('acme')}"}) as http:
+        resp = await http.post("/v1/sessions", json={"name": "hinted", "workload_class": "coding"})
+    assert resp.status_code == 201, resp.text
+    return resp.json()["id"]
+
+
+async def test_hinted_session_keeps_its_kv_through_the_pause(small_stack):
+    kv_policy, stack = small_stack
+    client = _client(stack)
+    session = await _open_session(stack)
+    history = [{"role": "system", "content": _text("history", HISTORY_TOKENS)}]
+    first = await client.chat.completions.create(
+        model=MODEL, messages=history, max_tokens=4,
+        extra_headers={"X-Session-Id": session, "X-Next-Tool": "Run_Tests"})
+    engine = stack.agents[stack.engine_ids[0]].agent.stepper.engine
+    if kv_policy == "workflow":  # the hint reached the engine: pinned under the declared tool
+        entry = engine.retention.get(session)
+        assert entry is not None and entry.tool == "run_tests"
+    # the tool runs; other programs fill the KV meanwhile
+    for tag in ("fillerb", "fillerc"):
+        await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": _text(tag, FILLER_TOKENS)}], max_tokens=4)
+    second = await client.chat.completions.create(
+        model=MODEL, max_tokens=4, extra_headers={"X-Session-Id": session},
+        messages=[*history, {"role": "assistant", "content": first.choices[0].message.content},
+                  {"role": "user", "content": _text("tests passed", 32)}])
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    if kv_policy == "workflow":
+        assert cached >= HISTORY_TOKENS, second.usage
+        assert engine.stats["retention_resumes"] >= 1
+    else:  # prefix-cache LRU: the fillers evicted most of the session's blocks
+        assert cached < HISTORY_TOKENS // 2, second.usage
+
+
+async def test_hint_in_the_body_and_the_pause_estimate_clamped_and_reported(small_stack):
+    kv_policy, stack = small_stack
+    client = _client(stack)
+    session = await _open_session(stack)
+    raw = await client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": _text("bodyhint", 64)}], max_tokens=2,
+        extra_headers={"X-Session-Id": session},
+        extra_body={"next_tool": "a-tool-nobody-has-seen", "next_tool_idle_s": 1e9})
+    assert raw.http_response.status_code == 200
+    assert "clamped" in raw.headers["x-autellix-hint-notes"]
+    if kv_policy == "workflow":
+        entry = stack.agents[stack.engine_ids[0]].agent.stepper.engine.retention.get(session)
+        assert entry is not None and entry.tool == "a-tool-nobody-has-seen"
+        # the clamped estimate (3600 s) x 2 is over the TTL cap: the cap (300 s) holds
+        assert entry.expires_at_s - entry.released_at_s == pytest.approx(300.0)
+
+
+@pytest.mark.parametrize("headers, body, param", [
+    ({"X-Next-Tool": "x" * 65}, {}, "next_tool"),
+    ({"X-Next-Tool": "rm -rf *"}, {}, "next_tool"),
+    ({}, {"next_tool": 5}, "next_tool"),
+    ({"X-Next-Tool": "run_tests", "X-Next-Tool-Idle-S": "soon"}, {}, "next_tool_idle_s"),
+])
+async def test_a_bad_hint_is_an_openai_400(stack, headers, body, param):
+    client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi there"}],
+                                             max_tokens=2, extra_headers=headers, extra_body=body)
+    err = info.value.body
+    assert err["code"] == "invalid_value" and err["param"] == param, err
