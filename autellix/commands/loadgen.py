@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     amount.add_argument("--programs", type=int, help="programs per rate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tool-delays", action="store_true", help="draw tool/interrupt pauses (log-normal)")
+    p.add_argument("--tool-hints", action="store_true",
+                   help="declare each call's next tool (X-Next-Tool) for the engines' KV retention")
     p.add_argument("--drain-timeout", type=float, default=300.0,
                    help="seconds to wait after the last arrival before giving up on unfinished programs")
     p.add_argument("--policy-label", default="live", help="key under 'policies' in the JSON (the server's policy)")
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     config = LiveRunConfig(url=args.url, api_key=api_key, workload=args.workload, rates=parse_rates(args.rate),
                            duration_s=args.duration, num_programs=args.programs, seed=args.seed,
                            tool_delays=args.tool_delays, drain_timeout_s=args.drain_timeout,
-                           policy_label=args.policy_label, model=args.model)
+                           policy_label=args.policy_label, model=args.model, tool_hints=args.tool_hints)
     progress = None if args.quiet else sys.stderr
     t0 = time.perf_counter()
     result = asyncio.run(run_live(config, progress))
@@ -77,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
 def format_point(label: str, p: dict) -> str:
     def ms(x):
         return "n/a" if x is None else f"{x * 1e3:.1f}"
+    share = p.get("recompute_share")
     return (f"{label}: rate {p['rate']:g}/s  done {p['completed_programs']}/{p['num_programs']}  "
             f"{p['completed_per_s'] or 0:.3f} programs/s  norm latency mean {ms(p['mean_norm_latency_s'])} "
-            f"p95 {ms(p['p95_norm_latency_s'])} p99 {ms(p['p99_norm_latency_s'])} ms/token")
+            f"p95 {ms(p['p95_norm_latency_s'])} p99 {ms(p['p99_norm_latency_s'])} ms/token  "
+            f"TCT mean {p.get('tct_mean_s') or 0:.1f} s  recompute share "
+            f"{'n/a' if share is None else f'{share:.1%}'}")

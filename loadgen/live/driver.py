@@ -16,7 +16,10 @@ import httpx
 import openai
 
 from loadgen.live.prompts import call_messages
+from loadgen.sim.kv_simulation import call_facts
 from loadgen.workloads.spec import ProgramSpec
+
+KV_BLOCK_TOKENS = 16  # the engines' block size: the reusable prefix is counted in whole blocks
 
 
 @dataclass
@@ -31,6 +34,12 @@ class LiveProgramRecord:
     failed_calls: int = 0
     error: str | None = None
     session_id: str | None = None
+    # KV reuse as the client sees it (issue 6): prompt tokens sent, the API's cached_tokens, and the
+    # prompt prefix the session had computed in its parent call (whole blocks, as `autellix sim`)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    reusable_tokens: int = 0
+    missed_reusable_tokens: int = 0
 
     @property
     def ok(self) -> bool:
@@ -58,7 +67,8 @@ class LiveProgress:
 
 class LiveDriver:
     def __init__(self, base_url: str, api_key: str, model: str = "autellix-lite", timeout_s: float = 600.0,
-                 max_retries: int = 2) -> None:
+                 max_retries: int = 2, tool_hints: bool = False) -> None:
+        self.tool_hints = tool_hints  # send X-Next-Tool: the tool the program runs after each call
         root = base_url.rstrip("/").removesuffix("/v1")
         self.client = openai.AsyncOpenAI(base_url=f"{root}/v1", api_key=api_key, timeout=timeout_s,
                                          max_retries=max_retries)
@@ -126,15 +136,22 @@ class LiveDriver:
         outputs: dict[str, str] = {}
         done = {c.call_id: asyncio.Event() for c in spec.calls}
         finish_s = [rec.started_s]
+        facts = call_facts([spec], KV_BLOCK_TOKENS)
 
         async def one_call(call) -> None:
             for dep in call.depends_on:
                 await done[dep].wait()
             if call.delay_s > 0:
                 await asyncio.sleep(call.delay_s)
-            text, tokens = await self._call(rec.session_id, call, outputs)
+            fact = facts[call.call_id]
+            text, tokens, cached = await self._call(rec.session_id, call, outputs,
+                                                    fact.hint.next_tool if self.tool_hints else None)
             outputs[call.call_id] = text
             rec.output_tokens += tokens
+            rec.prompt_tokens += call.prompt_tokens
+            rec.cached_tokens += cached
+            rec.reusable_tokens += fact.reusable_tokens
+            rec.missed_reusable_tokens += max(fact.reusable_tokens - cached, 0)
             rec.num_calls += 1
             finish_s[0] = max(finish_s[0], self.now_s())
             done[call.call_id].set()
@@ -148,13 +165,16 @@ class LiveDriver:
                 pass  # the API's idle TTL closes it
         rec.finish_s = finish_s[0]
 
-    async def _call(self, session_id: str, call, outputs: dict[str, str]) -> tuple[str, int]:
+    async def _call(self, session_id: str, call, outputs: dict[str, str],
+                    next_tool: str | None = None) -> tuple[str, int, int]:
         headers = {"X-Session-Id": session_id, "X-Thread-Id": call.thread_id}
         if call.parent_thread_id:
             headers["X-Parent-Thread-Id"] = call.parent_thread_id
+        if next_tool:
+            headers["X-Next-Tool"] = next_tool
         self.progress.calls_in_flight += 1
         pieces: list[str] = []
-        tokens = 0
+        tokens = cached = 0
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=call_messages(call, outputs), max_tokens=call.output_tokens,
@@ -162,6 +182,8 @@ class LiveDriver:
             async for chunk in stream:
                 if chunk.usage is not None:
                     tokens = chunk.usage.completion_tokens
+                    details = chunk.usage.prompt_tokens_details
+                    cached = (details.cached_tokens or 0) if details is not None else 0
                 for choice in chunk.choices:
                     if choice.delta.content:
                         pieces.append(choice.delta.content)
@@ -169,4 +191,4 @@ class LiveDriver:
             self.progress.calls_in_flight -= 1
         self.progress.calls_done += 1
         self.progress.tokens += tokens
-        return "".join(pieces), tokens
+        return "".join(pieces), tokens, cached

@@ -68,6 +68,25 @@ def point_summary(rate: float, records: list[LiveProgramRecord], wall_s: float) 
         "completed_by_workload": {w: f"{len(by_workload.get(w, []))}/{n}" for w, n in sorted(
             Counter(r.workload for r in records).items())},
         "errors": errors[:10],
+        **kv_reuse_summary(done),
+    }
+
+
+def kv_reuse_summary(done: list[LiveProgramRecord]) -> dict:
+    """Issue 6's figures as `autellix sim` reports them: mean task completion time and the share of
+    computed prefill that recomputes what the session had computed before. From the client's side:
+    computed = prompt - cached; recomputed = the parent-call prefix (whole blocks) that missed the
+    cache. Tokens redone after a preemption are not visible here (the engines' `call.completed`
+    events carry them as `recomputed_tokens`)."""
+    computed = sum(r.prompt_tokens - r.cached_tokens for r in done)
+    missed = sum(r.missed_reusable_tokens for r in done)
+    return {
+        "tct_mean_s": sum(r.response_s for r in done) / len(done) if done else math.nan,
+        "recompute_share": missed / computed if computed > 0 else math.nan,
+        "prompt_tokens": sum(r.prompt_tokens for r in done),
+        "cached_tokens": sum(r.cached_tokens for r in done),
+        "reusable_tokens": sum(r.reusable_tokens for r in done),
+        "missed_reusable_tokens": missed,
     }
 
 
