@@ -10,7 +10,8 @@ KV policies (lite engine):
 - `workflow`: `prefix-lru` plus workflow-aware retention (`RetentionTable`: per-tool TTL, WA-LRU
   victims before preemption).
 Routers: the base ones (`least-loaded`, `locality`, `round-robin`) or `affinity` (session pins and
-work stealing). Fairness: `off` or `afs` (Agent Fair Share epochs composed with the policy key).
+work stealing). Fairness: `off`, `afs` (Agent Fair Share epochs composed with the policy key) or
+`afs-hold` (the same plus admission holds of over-entitled tenants while a tenant ahead has a task at risk).
 
 Per configuration: `tct_mean_s` (mean task = program completion time), `recompute_share`,
 `slo_attainment` by tenant class. A tenant class's SLO is `slo_multiple` x the mean isolated TCT of
@@ -55,7 +56,7 @@ from shared.engine.lite import LiteEngine, LiteEngineConfig
 KV_POLICIES = ("lru", "prefix-lru", "workflow")
 KV_ENGINES = ("lite", "emulated")
 AFFINITY = "affinity"
-FAIRNESS_MODES = ("off", "afs")
+FAIRNESS_MODES = ("off", "afs", "afs-hold")  # afs-hold: AFS order + admission holds (capacity lever)
 
 
 def parse_list(text: str, valid: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -112,7 +113,8 @@ class KvExperimentConfig:
             raise ValueError(f"slo multiple must be > 0, got {self.slo_multiple}")
         if self.engine not in KV_ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; valid: {', '.join(KV_ENGINES)}")
-        if self.engine == "emulated" and (self.belady or "afs" in self.fairness or self.batching != "v1"):
+        if self.engine == "emulated" and (self.belady or self.fairness != ("off",)
+                                         or self.batching != "v1"):
             raise ValueError("the emulated engine runs KV policies and routers (V1 batching); Belady traces "
                              "and AFS run on --engine lite")
 
@@ -121,7 +123,7 @@ class KvExperimentConfig:
 
 
 def label(kv: str, router: str, policy: PolicyName, fair: str) -> str:
-    return f"{kv}+{router}+{policy.value}" + ("+afs" if fair == "afs" else "")
+    return f"{kv}+{router}+{policy.value}" + (f"+{fair}" if fair != "off" else "")
 
 
 def isolated_tct_s(spec: ProgramSpec, oracle: IsolatedCallTime) -> float:
@@ -183,7 +185,8 @@ class KvExperiment:
         tenants = tuple(TenantSpec(t, 1.0, self.slo_by_class[tenant_class(t)])
                         for t in sorted({p.tenant for p in self.programs}))
         options = KvSimOptions(affinity=cfg.affinity if router == AFFINITY else None,
-                               fairness=FairnessOptions(tenants) if fair == "afs" else None)
+                               fairness=FairnessOptions(tenants, hold_admissions=fair == "afs-hold")
+                               if fair != "off" else None)
         base_router = RouterName.LEAST_LOADED if router == AFFINITY else RouterName(router)
         sim_cfg = SimConfig(policy, base_router, time_cap_s=self.time_cap_s)
         t0 = time.perf_counter()
@@ -224,6 +227,8 @@ class KvExperiment:
             "migrations": sim.migrations,
             "stale_rejections": sim.stale_rejections,
             "fair_epochs": sim.fair_epochs,
+            "held_calls": sim.held_calls,  # afs-hold: calls the controller held for an epoch or more
+            "held_s": sim.held_s,
             "engine_stats": sim.engine_stats(),
             "regime": summary["regime"],
             "calls_per_engine": summary["calls_per_engine"],

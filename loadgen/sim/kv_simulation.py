@@ -11,7 +11,9 @@ process table and the program runs stay the base's) through its hooks only.
   victim, submitted to the thief, and its retained KV on the victim is released.
 - AFS: every `epoch_s` the tenants are ranked (`rank_tenants` with decayed service counters and
   a non-clairvoyant `WorkEstimator` fed by finished tasks) and every engine re-keys with
-  `fair_share_key(rank, policy key)`.
+  `fair_share_key(rank, policy key)`. With `hold_admissions` (mode `afs-hold`) the controller
+  also holds the new calls of the tenants `admission_holds` names for that epoch (they are
+  submitted, in ready order, at the first epoch that does not hold their tenant).
 Periodic work rides on the event heap as a STEP_START event with a `_Tick` payload (the base loop
 dispatches STEP_START to `_start_step`, which this class intercepts), so the base file is untouched.
 
@@ -43,6 +45,8 @@ from shared.core.fairness import (
     OpenTask,
     TenantSpec,
     WorkEstimator,
+    admission_holds,
+    at_risk_tasks,
     decayed_service_s,
     rank_tenants,
 )
@@ -92,6 +96,7 @@ class FairnessOptions:
     epoch_s: float = 0.5  # controller epoch: ranks change only here
     half_life_s: float = 30.0  # of the recent-service counters (the entitlement gate)
     config: FairnessConfig = field(default_factory=FairnessConfig)
+    hold_admissions: bool = False  # AFS's capacity lever: hold over-entitled tenants' new calls
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,10 @@ class KvSimulation(Simulation):
         self._pending: dict[str, float] = {}
         self._last_epoch_s = 0.0
         self._next_epoch_s = 0.0
+        self._holds: frozenset[str] = frozenset()  # tenants whose new calls wait this epoch
+        self._held: list[tuple[ProgramRun, int, float]] = []  # (run, call index, held since)
+        self.held_calls = 0
+        self.held_s = 0.0  # summed time calls waited at the controller
         self._stealing = options.affinity is not None and len(engines) > 1
         self._tick_s = options.steal_interval_s if self._stealing else (fair.epoch_s if fair else None)
 
@@ -167,6 +176,13 @@ class KvSimulation(Simulation):
             self.stale_rejections += 1
         self.engine_of_call[call.call_id] = route.engine_id
         return route.engine_id
+
+    def _submit(self, run: ProgramRun, index: int, now: float) -> None:
+        if self._holds and run.spec.tenant in self._holds:
+            self._held.append((run, index, now))
+            self.held_calls += 1
+            return
+        super()._submit(run, index, now)
 
     def _ready(self, run: ProgramRun, index: int, now: float) -> None:
         self._open[run.spec.program_id] = run
@@ -258,6 +274,19 @@ class KvSimulation(Simulation):
         for engine in self._lite.values():
             engine.set_tenant_ranks(ranks, self.tenant_of)
         self.fair_epochs += 1
+        if fair.hold_admissions:
+            specs = {t.tenant_id: t for t in fair.tenants}
+            at_risk: dict[str, int] = {}
+            for task in tasks:
+                spec = specs.get(task.tenant_id, TenantSpec(task.tenant_id))
+                at_risk[task.tenant_id] = at_risk.get(task.tenant_id, 0) + at_risk_tasks(
+                    (task,), spec, now, self._estimator)
+            self._holds = admission_holds(shares, at_risk)
+            released = [h for h in self._held if h[0].spec.tenant not in self._holds]
+            self._held = [h for h in self._held if h[0].spec.tenant in self._holds]
+            for run, index, since in released:
+                self.held_s += now - since
+                super()._submit(run, index, now)
 
     # -- results ----------------------------------------------------------------------------------
 

@@ -15,6 +15,13 @@ Tenant order (lower rank = capacity first):
        of capacity, so AFS_i / w_i is the demand in units of entitlement; dividing keeps a large
        weight from also buying urgency (weight already buys entitlement in step 1);
     3. then tenant id (determinism).
+
+The order alone is no lever when nothing queues (every ready call is admitted into the batch at
+once): then a light tenant loses time to longer steps, not to a queue. `admission_holds` gives AFS
+the capacity lever of SAGA's per-epoch allocation: for one epoch the controller holds the new calls
+of over-entitled tenants while a tenant ranked ahead of them has a task at risk (its estimated
+remaining work exceeds the time left to its deadline, which has not passed yet). Calls already
+running keep running; held calls are submitted at the first epoch without a hold.
 """
 
 from __future__ import annotations
@@ -118,6 +125,30 @@ def tenant_afs(tasks: Iterable[OpenTask], tenant: TenantSpec, now_s: float, est:
         n += 1
         overdue += late
     return afs, n, overdue
+
+
+def at_risk_tasks(tasks: Iterable[OpenTask], tenant: TenantSpec, now_s: float, est: WorkEstimator) -> int:
+    """Open tasks that cannot finish by their deadline at one unit of service per second unless
+    they get capacity now: remaining work > time left > 0 (overdue tasks are past saving)."""
+    n = 0
+    for t in tasks:
+        slack_s = t.arrival_s + tenant.slo_s - now_s
+        n += 0 < slack_s < est.remaining_work_s(t)
+    return n
+
+
+def admission_holds(shares: Sequence[TenantShare], at_risk: Mapping[str, int]) -> frozenset[str]:
+    """Tenants whose new calls wait at the controller this epoch: each over-entitled tenant ranked
+    behind an under-entitled tenant that has a task at risk. The top-ranked tenant is never held,
+    so at least one tenant always submits."""
+    holds = set()
+    protected = False  # an under-entitled tenant ahead in the order has a task at risk
+    for s in sorted(shares, key=lambda x: x.rank):
+        if protected and s.over_entitled:
+            holds.add(s.tenant_id)
+        if not s.over_entitled and at_risk.get(s.tenant_id, 0) > 0:
+            protected = True
+    return frozenset(holds)
 
 
 def rank_tenants(tenants: Sequence[TenantSpec], open_tasks: Iterable[OpenTask], now_s: float,

@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.core.fairness import (
@@ -7,6 +7,8 @@ from shared.core.fairness import (
     OpenTask,
     TenantSpec,
     WorkEstimator,
+    admission_holds,
+    at_risk_tasks,
     decayed_service_s,
     fair_share_key,
     rank_tenants,
@@ -143,3 +145,37 @@ def test_tenant_afs_grows_as_deadlines_approach(tasks, t1, t2):
     mine = [t for t in tasks if t.tenant_id == "a"]
     assert tenant_afs(mine, spec, late, est)[0] >= tenant_afs(mine, spec, early, est)[0]
     assert tenant_afs(mine, spec, late, est)[2] >= tenant_afs(mine, spec, early, est)[2]  # overdue count
+
+
+def test_at_risk_means_remaining_work_beyond_the_time_left_but_not_overdue():
+    est = WorkEstimator()  # prior mean work 10 s
+    spec = TenantSpec("t", 1.0, 30.0)
+    fresh, late, overdue = (OpenTask("a", "t", 0.0, 0.0), OpenTask("b", "t", -25.0, 0.0), OpenTask("c", "t", -40.0, 0.0))
+    assert at_risk_tasks([fresh], spec, 0.0, est) == 0  # 10 s of work, 30 s left
+    assert at_risk_tasks([late], spec, 0.0, est) == 1  # 10 s of work, 5 s left
+    assert at_risk_tasks([overdue], spec, 0.0, est) == 0  # past saving: no hold for it
+
+
+def test_admission_holds_only_over_entitled_tenants_behind_an_at_risk_one():
+    est = WorkEstimator()
+    tenants = [TenantSpec("heavy", 1.0, 120.0), TenantSpec("light", 1.0, 120.0)]
+    tasks = [OpenTask(f"h{i}", "heavy", 0.0, 1.0) for i in range(50)] + [OpenTask("l0", "light", 0.0, 1.0)]
+    ranked = rank_tenants(tenants, tasks, 10.0, est, {"heavy": 90.0, "light": 2.0})
+    assert admission_holds(ranked, {"light": 1}) == {"heavy"}
+    assert admission_holds(ranked, {}) == frozenset()  # nobody at risk: work-conserving
+    assert admission_holds(ranked, {"heavy": 5}) == frozenset()  # the top tenant is never held
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(0, 50), st.floats(0, 20)), max_size=15),
+       st.dictionaries(st.sampled_from("abc"), st.floats(0, 100), max_size=3),
+       st.dictionaries(st.sampled_from("abc"), st.integers(0, 3), max_size=3))
+def test_admission_holds_never_hold_everyone_nor_an_under_entitled_tenant(raw, recent, at_risk):
+    est = WorkEstimator()
+    tenants = [TenantSpec(t, 1.0, 30.0) for t in "abc"]
+    tasks = [OpenTask(f"x{i}", t, arr, svc) for i, (t, arr, svc) in enumerate(raw)]
+    ranked = rank_tenants(tenants, tasks, 40.0, est, recent)
+    holds = admission_holds(ranked, at_risk)
+    assert all(r.over_entitled for r in ranked if r.tenant_id in holds)
+    if ranked:
+        assert ranked[0].tenant_id not in holds

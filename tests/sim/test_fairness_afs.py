@@ -63,3 +63,33 @@ def test_afs_composes_with_atlas():
 def test_same_programs_under_another_tenant_name_rank_alike():
     heavy = program("h0", "heavy", 10)
     assert dataclasses.replace(heavy, tenant="heavy-2").tenant == "heavy-2"
+
+
+def chain(pid: str, tenant: str, calls: int, prompt: int, out: int) -> ProgramSpec:
+    specs = tuple(CallSpec(f"{pid}/c{k}", "main", None, (f"{pid}/c{k - 1}",) if k else (), 0.0,
+                           ((f"{pid}:p{k}", prompt),), out) for k in range(calls))
+    return ProgramSpec(pid, "test", specs, tenant=tenant)
+
+
+def run_no_queue(fair: str) -> KvSimulation:
+    """Everything is admitted at once (256 slots): no queue, so only admission can protect light."""
+    programs = [chain(f"h{i}", "heavy", 6, 6000, 50) for i in range(8)] + [chain("l0", "light", 6, 200, 30)]
+    arrivals = [0.0] * 8 + [0.5]
+    directory = DictProgramDirectory()
+    engine = LiteEngine("e0", SchedulingPolicy(PolicyName.FCFS), directory, LiteEngineConfig())
+    tenants = (TenantSpec("heavy", 1.0, 1000.0), TenantSpec("light", 1.0, 5.0))
+    fairness = None if fair == "off" else FairnessOptions(tenants, epoch_s=0.5, hold_admissions=fair == "afs-hold")
+    sim = KvSimulation(programs, arrivals, [engine], directory,
+                       SimConfig(SchedulingPolicy(PolicyName.FCFS), RouterName.LEAST_LOADED),
+                       KvSimOptions(fairness=fairness))
+    sim.run()
+    assert len(sim.tct_s) == 9
+    return sim
+
+
+def test_order_alone_cannot_help_when_nothing_queues_but_admission_holds_do():
+    off, afs, hold = run_no_queue("off"), run_no_queue("afs"), run_no_queue("afs-hold")
+    assert abs(afs.tct_s["l0"] - off.tct_s["l0"]) < 0.05 * off.tct_s["l0"]  # order alone: next to nothing
+    assert hold.held_calls > 0 and hold.held_s > 0
+    assert hold.tct_s["l0"] < 0.8 * afs.tct_s["l0"]
+    assert max(hold.tct_s[f"h{i}"] for i in range(8)) >= max(afs.tct_s[f"h{i}"] for i in range(8))
