@@ -275,19 +275,22 @@ def replay_prefix_lru(trace: BlockTrace) -> PolicyResult:
 
 
 def replay_workflow(trace: BlockTrace, retention: RetentionConfig | None = None,
-                    profiles: ToolProfileConfig | None = None) -> PolicyResult:
+                    profiles: ToolProfileConfig | None = None, predictor: ToolProfiles | None = None,
+                    name: str = "workflow") -> PolicyResult:
     """Prefix-cache LRU plus WA-LRU retention: a finished call's blocks stay referenced by its
     session for the tool's TTL; under pressure free blocks go first, then retained sessions by
-    the eviction score (their blocks are put at the head of the free queue)."""
-    return _replay_referenced(trace, retention or RetentionConfig(), profiles or ToolProfileConfig())
+    the eviction score (their blocks are put at the head of the free queue). `predictor`
+    replaces the online tool profiles (anything with ToolProfiles' resolve/predict/observe; the
+    gap analysis passes oracles), `name` labels the result."""
+    tools = predictor or ToolProfiles(profiles or ToolProfileConfig())
+    return _replay_referenced(trace, retention or RetentionConfig(), tools, name)
 
 
 def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
-                       profile_cfg: ToolProfileConfig | None) -> PolicyResult:
+                       tools: ToolProfiles | None, name: str = "workflow") -> PolicyResult:
     cache = _ReferencedCache(trace.capacity_blocks)
     last_index, call_blocks = _call_spans(trace)
     table = RetentionTable(trace.capacity_blocks, retention) if retention else None
-    tools = ToolProfiles(profile_cfg) if profile_cfg else None
     started: set[int] = set()
     pause: dict[str, tuple[float, str]] = {}  # session -> (its last call's end, declared tool)
     seen: set[Hashable] = set()
@@ -332,7 +335,7 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
         cache.own(("c", c), b)
         if last_index[c] == i:
             _end_call(cache, table, tools, pause, c, info, now_s)
-    return PolicyResult("workflow" if table is not None else "prefix-lru", len(trace.accesses), misses,
+    return PolicyResult(name if table is not None else "prefix-lru", len(trace.accesses), misses,
                         compulsory, cache.forced)
 
 
