@@ -114,13 +114,13 @@ class EngineAgent:
             live = self.calls.get(call_id)
             if live is not None:
                 live.requeued = True
-                await self.bus.publish_event_nowait(m.CallPreempted(
+                await self.bus.publish_event_unacked(m.CallPreempted(
                     call_id=call_id, program_id=live.route.program_id, engine_id=self.engine_id,
                     reason="policy or kv"))
 
     async def _started(self, live: LiveCall, now_s: float) -> None:
         route = live.route
-        await self.bus.publish_event_nowait(m.CallStarted(
+        await self.bus.publish_event_unacked(m.CallStarted(
             call_id=route.call_id, program_id=route.program_id, engine_id=self.engine_id,
             thread_id=route.thread_id, wait_s=max(now_s - live.submitted_s, 0.0)))
 

@@ -69,6 +69,6 @@ class RouterHandlers:
             self.num_routed += 1
             routed = m.CallRouted(call_id=call.call_id, program_id=call.program_id,
                                   engine_id=decision.engine_id, reason=decision.reason)
-            await self.bus.publish_event_nowait(routed)
+            await self.bus.publish_event_unacked(routed)
             return routed
         return m.error_reply(ErrorCode.UNAVAILABLE, f"{last_error}; retry shortly")

@@ -59,11 +59,14 @@ def _status_type(status: int) -> str:
 _FASTAPI_UNPARSABLE_BODY = "There was an error parsing the body"
 
 
+def api_error_response(exc: ApiError) -> JSONResponse:
+    return JSONResponse(error_body(exc.message, exc.type, exc.code, exc.param), exc.status, headers=exc.headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.message, exc.type, exc.code, exc.param), exc.status,
-                            headers=exc.headers)
+        return api_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -347,7 +347,7 @@ class Gateway:
             primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
             next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s)
         try:
-            await self.bus.publish_event_nowait(m.CallSubmitted(
+            await self.bus.publish_event_unacked(m.CallSubmitted(
                 call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
                 parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
                 max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from services.session_api.auth import KeyStore
 from services.session_api.errors import install_error_handlers
+from services.session_api.fast_path import FastCompletions
 from services.session_api.gateway import Gateway
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
@@ -52,6 +53,7 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
     app.state.settings = settings
     app.state.keys = keys or load_keys(settings)
     install_error_handlers(app)
+    app.add_middleware(FastCompletions)  # the completion routes' hot path (fast_path.py)
     for module in (sessions, completions, models, health):
         app.include_router(module.router)
     return app

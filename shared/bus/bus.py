@@ -195,6 +195,14 @@ class Bus:
         """Publish without waiting for the ack (throughput); await `flush_events()` or the future."""
         return await jetstream.publish_event_nowait(self, msg)
 
+    async def publish_event_unacked(self, msg: Any) -> None:
+        """Publish a lifecycle event to the audit stream without asking for an ack: the stream stores
+        it like any publish on its subjects, but no ack message comes back (one message less on the
+        server and no ack future to keep here). For best-effort lifecycle events on the hot path
+        (submitted, routed, started, preempted), which nobody retried anyway; data that must not be
+        lost (completions) keeps `publish_event`. Not retried, so it needs no `Nats-Msg-Id`."""
+        await self.nc.publish(subjects.event(msg), self.publisher.encode(msg))
+
     async def flush_events(self) -> None:
         await self.js.publish_async_completed()
 
