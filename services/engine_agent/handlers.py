@@ -9,6 +9,7 @@ import time
 
 from services.engine_agent.calls import LiveCall, engine_call
 from services.engine_agent.directory import CachedProgramDirectory
+from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
@@ -44,6 +45,8 @@ class EngineAgent:
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
         body = msg.body
         if isinstance(body, m.CancelCall):
+            if body.reason == STOLEN and not can_give_up(self, body.call_id):  # work stealing: too late
+                return m.error_reply(ErrorCode.CONFLICT, f"call {body.call_id} started or is not here")
             if self.calls.pop(body.call_id, None) is not None:
                 self.stepper.abort(body.call_id)
                 self.log.info("call_cancelled", call_id=body.call_id, reason=body.reason)

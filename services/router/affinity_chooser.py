@@ -7,10 +7,8 @@ pinned there; a one-call program (no session) is routed the same way and not rem
 process table's `primary_engine` seeds the pin of a session this replica has not seen (another
 router replica placed it), so replicas agree on where a session's KV lives.
 
-Work stealing (`plan_steals`) needs the router to move a queued, not yet started call off its
-engine, which the engine agent cannot do safely yet (a call may start between the plan and the
-move); so this router pins only. `AffinityConfig` (T_idle, R_max, the migration bound) is kept
-in the settings for that step.
+Work stealing (`plan_steals`, `AffinityConfig`: T_idle, R_max, the migration bound) runs beside it
+in services/router/stealing.py and re-pins the sessions it moves (`repin`).
 """
 
 from __future__ import annotations
@@ -57,6 +55,11 @@ class AffinityChooser(EngineChooser):
                 self._pins.popitem(last=False)
         self.table.add_load(route.engine_id, req.prompt_tokens + req.max_output_tokens)
         return RouteDecision(route.engine_id, route.reason)
+
+    def repin(self, program_id: str, pin: Pin) -> None:
+        """A work-stealing move: the session's KV (and its next calls) live on `pin.engine_id` now."""
+        self._pins[program_id] = pin
+        self._pins.move_to_end(program_id)
 
     def forget_program(self, program_id: str) -> None:
         self._pins.pop(program_id, None)

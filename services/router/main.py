@@ -10,6 +10,7 @@ from services.router.affinity_chooser import make_chooser
 from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
 from services.router.settings import RouterSettings
+from services.router.stealing import start_stealing
 from shared.bus.bus import Bus
 from shared.logging import configure_logging, get_logger
 from shared.protocol import messages as m
@@ -23,6 +24,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     chooser = make_chooser(settings)
     handlers = RouterHandlers(bus, chooser, settings.engine_request_timeout_s)
+    stealing = await start_stealing(bus, chooser, handlers, settings)  # wraps on_route: before subscribing
     await bus.subscribe(subjects.all_engine_heartbeats(), handlers.on_heartbeat, types=(m.EngineHeartbeat,))
     await bus.subscribe(subjects.router_route(), handlers.on_route, queue=subjects.ROUTER_QUEUE,
                         types=(m.RouteCall,), max_in_flight=256)
@@ -34,9 +36,13 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
     await bus.serve_health(health)
 
     async def expire_forever() -> None:
-        while True:
-            await asyncio.sleep(settings.engine_ttl_s / 3)
-            handlers.expire_engines()
+        try:
+            while True:
+                await asyncio.sleep(settings.engine_ttl_s / 3)
+                handlers.expire_engines()
+        finally:  # one task to cancel for the caller
+            if stealing is not None:
+                stealing.cancel()
     return bus, handlers, asyncio.create_task(expire_forever())
 
 

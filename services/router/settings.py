@@ -19,6 +19,8 @@ class RouterSettings(MeshSettings):
     affinity_t_idle_s: float = Field(default=0.1, ge=0)
     affinity_r_max: float = Field(default=2.0, ge=1)
     affinity_max_migrations_per_task: int = Field(default=3, ge=0)
+    affinity_work_stealing: bool = True  # with affinity: idle engines steal queued sessions
+    affinity_steal_interval_s: float = Field(default=0.1, gt=0)  # one stealing plan per epoch
 
     @field_validator("router_policy", mode="before")
     @classmethod

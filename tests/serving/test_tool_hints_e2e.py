@@ -10,27 +10,11 @@ hits all of them; with plain prefix-cache LRU the second filler evicts most of t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import uuid
-
 import httpx
 import openai
 import pytest
-import uvicorn
 
-from services.engine_agent.main import start_agent
-from services.engine_agent.settings import EngineAgentSettings
-from services.process_table.main import serve as serve_process_table
-from services.process_table.settings import ProcessTableSettings
-from services.router.main import start_router
-from services.router.settings import RouterSettings
-from services.session_api.auth import KeyStore
-from services.session_api.main import create_app
-from services.session_api.settings import SessionApiSettings
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.ports import free_port
-from tests.serving.stack import TENANT_KEYS, Stack, _wait_ready
+from tests.serving.hint_stack import hint_stack
 
 MODEL = "autellix-lite"
 NUM_BLOCKS = 128
@@ -38,66 +22,11 @@ HISTORY_TOKENS = 640  # 40 blocks
 FILLER_TOKENS = 960  # 60 blocks each
 
 
-async def _start_small_stack(nats_url: str, database_url: str, kv_policy: str) -> Stack:
-    """One lite engine with NUM_BLOCKS blocks, the affinity router, the API."""
-    prefix = uuid.uuid4().hex[:6]
-    engine_id = f"h{prefix}e0"
-    api_port = free_port()
-    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=[engine_id], nats_url=nats_url)
-    try:
-        pt_stop = asyncio.Event()
-        pt_task = asyncio.create_task(serve_process_table(
-            ProcessTableSettings(nats_url=nats_url, database_url=database_url), pt_stop))
-
-        async def stop_pt() -> None:
-            pt_stop.set()
-            await asyncio.wait_for(pt_task, 10)
-        stack._stoppers.append(stop_pt)
-        router_bus, _, expiry = await start_router(RouterSettings(nats_url=nats_url, engine_ttl_s=1.5,
-                                                                  router_affinity=True))
-
-        async def stop_router() -> None:
-            expiry.cancel()
-            await router_bus.close()
-        stack._stoppers.append(stop_router)
-        stack.agents[engine_id] = await start_agent(EngineAgentSettings(
-            nats_url=nats_url, engine_id=engine_id, heartbeat_interval_s=0.25, engine_num_blocks=NUM_BLOCKS,
-            engine_kv_policy=kv_policy, scheduling_policy="fcfs"))
-
-        async def stop_agents() -> None:
-            for agent in list(stack.agents.values()):
-                await agent.stop()
-        stack._stoppers.append(stop_agents)
-        settings = SessionApiSettings(nats_url=nats_url, api_port=api_port, engine_ttl_s=1.5)
-        keys = KeyStore.parse(",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items()))
-        server = uvicorn.Server(uvicorn.Config(create_app(settings, keys), host="127.0.0.1", port=api_port,
-                                               log_level="warning", lifespan="on"))
-        server_task = asyncio.create_task(server.serve())
-
-        async def stop_api() -> None:
-            server.should_exit = True
-            await asyncio.wait_for(server_task, 10)
-        stack._stoppers.append(stop_api)
-        await _wait_ready(stack, server_task, pt_task)
-    except BaseException:
-        await stack.stop()
-        raise
-    return stack
-
-
 @pytest.fixture(scope="module", params=["workflow", "prefix-lru"])
 async def small_stack(request, tmp_path_factory, postgres_server, _migrated_template):
-    # its own NATS server: on the shared one, the session stack's process table and router would
-    # answer this stack's requests too
-    nats = NatsServer(tmp_path_factory.mktemp("nats-hints")).start()
-    database_url = postgres_server.create_database(template=_migrated_template)
-    try:
-        running = await _start_small_stack(nats.url, database_url, request.param)
+    async with hint_stack(tmp_path_factory.mktemp("nats-hints"), postgres_server, _migrated_template,
+                          request.param, num_blocks=NUM_BLOCKS) as running:
         yield request.param, running
-        with contextlib.suppress(Exception):
-            await running.stop()
-    finally:
-        nats.stop()
 
 
 def _client(stack) -> openai.AsyncOpenAI:
