@@ -70,6 +70,8 @@ async def test_hinted_session_keeps_its_kv_through_the_pause(small_stack):
     if kv_policy == "workflow":
         assert cached >= HISTORY_TOKENS, second.usage
         assert engine.stats["retention_resumes"] >= 1
+        # the second call declared nothing: its pause's class comes from the session's history
+        assert engine.retention.get(session).tool == "run_tests"
     else:  # prefix-cache LRU: the fillers evicted most of the session's blocks
         assert cached < HISTORY_TOKENS // 2, second.usage
 
