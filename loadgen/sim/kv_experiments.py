@@ -11,7 +11,8 @@ KV policies (lite engine):
   victims before preemption).
 Routers: the base ones (`least-loaded`, `locality`, `round-robin`) or `affinity` (session pins and
 work stealing). Fairness: `off`, `afs` (Agent Fair Share epochs composed with the policy key) or
-`afs-hold` (the same plus admission holds of over-entitled tenants while a tenant ahead has a task at risk).
+`afs-hold` (the same plus admission holds of over-entitled tenants while a tenant ahead has a task at risk)
+or `afs-hold-open` (holds while a tenant ahead has any open task: the lever at full strength).
 
 Per configuration: `tct_mean_s` (mean task = program completion time), `recompute_share`,
 `slo_attainment` by tenant class. A tenant class's SLO is `slo_multiple` x the mean isolated TCT of
@@ -56,7 +57,9 @@ from shared.engine.lite import LiteEngine, LiteEngineConfig
 KV_POLICIES = ("lru", "prefix-lru", "workflow")
 KV_ENGINES = ("lite", "emulated")
 AFFINITY = "affinity"
-FAIRNESS_MODES = ("off", "afs", "afs-hold")  # afs-hold: AFS order + admission holds (capacity lever)
+# afs-hold: AFS order + admission holds (capacity lever) while a tenant ahead has a task at risk;
+# afs-hold-open: the same whenever a tenant ahead has any open task (the lever at full strength)
+FAIRNESS_MODES = ("off", "afs", "afs-hold", "afs-hold-open")
 
 
 def parse_list(text: str, valid: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -185,7 +188,8 @@ class KvExperiment:
         tenants = tuple(TenantSpec(t, 1.0, self.slo_by_class[tenant_class(t)])
                         for t in sorted({p.tenant for p in self.programs}))
         options = KvSimOptions(affinity=cfg.affinity if router == AFFINITY else None,
-                               fairness=FairnessOptions(tenants, hold_admissions=fair == "afs-hold")
+                               fairness=FairnessOptions(tenants, hold_admissions=fair.startswith("afs-hold"),
+                                                        hold_when="open" if fair == "afs-hold-open" else "at-risk")
                                if fair != "off" else None)
         base_router = RouterName.LEAST_LOADED if router == AFFINITY else RouterName(router)
         sim_cfg = SimConfig(policy, base_router, time_cap_s=self.time_cap_s)

@@ -11,7 +11,7 @@ process table and the program runs stay the base's) through its hooks only.
   victim, submitted to the thief, and its retained KV on the victim is released.
 - AFS: every `epoch_s` the tenants are ranked (`rank_tenants` with decayed service counters and
   a non-clairvoyant `WorkEstimator` fed by finished tasks) and every engine re-keys with
-  `fair_share_key(rank, policy key)`. With `hold_admissions` (mode `afs-hold`) the controller
+  `fair_share_key(rank, policy key)`. With `hold_admissions` (modes `afs-hold`, `afs-hold-open`) the controller
   also holds the new calls of the tenants `admission_holds` names for that epoch (they are
   submitted, in ready order, at the first epoch that does not hold their tenant).
 Periodic work rides on the event heap as a STEP_START event with a `_Tick` payload (the base loop
@@ -97,6 +97,9 @@ class FairnessOptions:
     half_life_s: float = 30.0  # of the recent-service counters (the entitlement gate)
     config: FairnessConfig = field(default_factory=FairnessConfig)
     hold_admissions: bool = False  # AFS's capacity lever: hold over-entitled tenants' new calls
+    # which tasks of a tenant ahead trigger holds: "at-risk" (remaining work > time left) or "open"
+    # (any open task: the lever at full strength, an upper bound on what admission holds can do)
+    hold_when: str = "at-risk"
 
 
 @dataclass(frozen=True)
@@ -279,8 +282,8 @@ class KvSimulation(Simulation):
             at_risk: dict[str, int] = {}
             for task in tasks:
                 spec = specs.get(task.tenant_id, TenantSpec(task.tenant_id))
-                at_risk[task.tenant_id] = at_risk.get(task.tenant_id, 0) + at_risk_tasks(
-                    (task,), spec, now, self._estimator)
+                at_risk[task.tenant_id] = at_risk.get(task.tenant_id, 0) + (
+                    1 if fair.hold_when == "open" else at_risk_tasks((task,), spec, now, self._estimator))
             self._holds = admission_holds(shares, at_risk)
             released = [h for h in self._held if h[0].spec.tenant not in self._holds]
             self._held = [h for h in self._held if h[0].spec.tenant in self._holds]

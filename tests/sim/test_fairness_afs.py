@@ -78,7 +78,9 @@ def run_no_queue(fair: str) -> KvSimulation:
     directory = DictProgramDirectory()
     engine = LiteEngine("e0", SchedulingPolicy(PolicyName.FCFS), directory, LiteEngineConfig())
     tenants = (TenantSpec("heavy", 1.0, 1000.0), TenantSpec("light", 1.0, 5.0))
-    fairness = None if fair == "off" else FairnessOptions(tenants, epoch_s=0.5, hold_admissions=fair == "afs-hold")
+    fairness = None if fair == "off" else FairnessOptions(
+        tenants, epoch_s=0.5, hold_admissions=fair.startswith("afs-hold"),
+        hold_when="open" if fair == "afs-hold-open" else "at-risk")
     sim = KvSimulation(programs, arrivals, [engine], directory,
                        SimConfig(SchedulingPolicy(PolicyName.FCFS), RouterName.LEAST_LOADED),
                        KvSimOptions(fairness=fairness))
@@ -93,3 +95,5 @@ def test_order_alone_cannot_help_when_nothing_queues_but_admission_holds_do():
     assert hold.held_calls > 0 and hold.held_s > 0
     assert hold.tct_s["l0"] < 0.8 * afs.tct_s["l0"]
     assert max(hold.tct_s[f"h{i}"] for i in range(8)) >= max(afs.tct_s[f"h{i}"] for i in range(8))
+    full = run_no_queue("afs-hold-open")  # holds whenever light has an open task: at least as strong
+    assert full.tct_s["l0"] <= hold.tct_s["l0"] + 1e-9

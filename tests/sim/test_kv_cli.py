@@ -18,7 +18,7 @@ from autellix.cli import main
     (["--kv-policy", "workflow", "--engine", "tpu", "--rates", "1"], "runs on lite or emulated"),
     (["--belady-capacities", "100", "--rates", "1"], "needs --belady"),
     (["--belady", "--belady-capacities", "0", "--rates", "1"], "positive block counts"),
-    (["--fairness", "maybe", "--rates", "1"], "valid: off, afs"),
+    (["--fairness", "maybe", "--rates", "1"], "valid: off, afs, afs-hold, afs-hold-open"),
     (["--belady", "--kv-policy", "lru", "--rates", "1"], "add prefix-lru or workflow"),
     (["--kv-policy", "workflow", "--policies", "srpt", "--rates", "1"], "non-clairvoyant"),
     (["--kv-policy", "workflow", "--policies", "lottery", "--rates", "1"], "valid policies"),
