@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import uvloop
 
@@ -16,6 +17,8 @@ from shared.logging import configure_logging, get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.signals import stop_on_signals
+
+GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's default: 700)
 
 
 async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, asyncio.Task]:
@@ -48,6 +51,10 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
 
 async def serve(settings: RouterSettings) -> None:
     bus, _, expiry = await start_router(settings)
+    # start-up objects leave the collected heap and young collections come less often: the
+    # collector was a visible share of the per-call CPU (py-spy --native)
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD)
     get_logger().info("router_started", policy=settings.router_policy.value, affinity=settings.router_affinity,
                       locality_threshold_tokens=settings.locality_threshold_tokens)
     stop = stop_on_signals()
