@@ -1,8 +1,11 @@
 """Reliability commands, all on a fresh loopback-only stack of real processes in a /tmp state folder:
 
-  autellix chaos [--quick] [--faults engine,process_table,nats,postgres] [--count N] [--json PATH]
-      a workload while faults are injected round-robin; reports calls submitted, completed,
-      failed-retryable and lost, and audits PostgreSQL (S_p == sum of the call rows, each call once)
+  autellix chaos [--quick] [--faults engine,process_table,nats,postgres] [--count N]
+                 [--aggregation sum|critical_path] [--json PATH]
+      a workload (a third of its programs fork threads) while faults are injected round-robin;
+      reports calls submitted, completed, failed-retryable and lost, and audits PostgreSQL (S_p ==
+      sum of the call rows for PLAS, each call once; ATLAS thread services, critical path and, with
+      --aggregation critical_path, S_p against the pure core replayed over the call rows)
   autellix hold [--minutes M] [--fraction 0.8] [--json PATH]
       measure capacity, then hold that fraction of it; errors, latency, RSS per process
   autellix fuzz-api [--examples N] [--json PATH]
@@ -39,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--down", type=float, default=0.5, help="seconds a killed service or server stays down")
     p.add_argument("--concurrency", type=int, default=8, help="client programs in flight")
     p.add_argument("--engines", type=int, default=2)
+    p.add_argument("--aggregation", choices=("sum", "critical_path"), default="sum",
+                   help="sessions' service: sum (PLAS) or critical_path (ATLAS, policy atlas)")
     p.add_argument("--max-minutes", type=float, default=60.0, help="bound on the fault phase")
     p.add_argument("--json", dest="json_path")
     p.set_defaults(handler=run_chaos)
@@ -72,16 +77,17 @@ def run_chaos(args: argparse.Namespace) -> int:
     count, gap_s = (2, 2.0) if args.quick else (args.count, args.gap)
     max_s = min(args.max_minutes * 60.0, 120.0 if args.quick else args.max_minutes * 60.0)
     plan = ChaosPlan(kinds=kinds, faults_per_kind=count, gap_s=gap_s, down_s=args.down, engines=args.engines,
-                     max_duration_s=max_s, tail_s=3.0 if args.quick else 5.0,
+                     max_duration_s=max_s, tail_s=3.0 if args.quick else 5.0, aggregation=args.aggregation,
                      workload=WorkloadSpec(concurrency=args.concurrency))
     result = asyncio.run(chaos(plan, progress=_say))
     summary = {k: result[k] for k in ("submitted", "completed", "failed_retryable", "lost", "double_counted",
-                                      "orphan_completions", "faults_injected", "duration_s")}
+                                      "atlas_mismatches", "orphan_completions", "faults_injected", "duration_s")}
     print(json.dumps(summary, indent=2))
     _write(result, args.json_path)
     if result["unrecovered_faults"]:
         _say(f"NOT RECOVERED: {result['unrecovered_faults'][0]['target']}")
-    ok = not (result["lost"] or result["double_counted"] or result["failed_other"] or result["unrecovered_faults"])
+    ok = not (result["lost"] or result["double_counted"] or result["atlas_mismatches"] or result["failed_other"]
+              or result["unrecovered_faults"])
     return 0 if ok else 1
 
 

@@ -5,6 +5,7 @@ throughput stops growing), then hold an open-loop Poisson arrival of calls at a 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ class HoldPlan:
     max_tokens: int = 24
     prompt_chars: int = 400
     seed: int = 0
+    # calls in flight at most: past it, arrivals wait for a slot (counted as late) instead of piling
+    # up; thousands of requests queued in one httpx pool made the client itself crawl (its pool
+    # assigns requests to connections in O(queued x connections)), a harness collapse, not the stack's
+    max_in_flight: int = 256
 
 
 async def measure_capacity(stack: ChaosStack, plan: HoldPlan, say) -> tuple[float, list[dict]]:
@@ -51,7 +56,9 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
     rng = random.Random(plan.seed)
     keys = list(stack.tenant_keys.values())
     latencies: list[float] = []
-    outcomes = {"completed": 0, "errors": 0, "submitted": 0}
+    outcomes = {"completed": 0, "errors": 0, "submitted": 0, "late": 0}  # late: waited for a slot
+    slots = asyncio.Semaphore(plan.max_in_flight)
+    late_s = 0.0
     error_codes: dict[str, int] = {}
     minutes: list[dict] = []
     tasks: set[asyncio.Task] = set()
@@ -67,6 +74,8 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
             code = str(resp.status_code)
         except httpx.HTTPError as exc:
             ok, code = False, type(exc).__name__
+        finally:
+            slots.release()
         if ok:
             outcomes["completed"] += 1
             latencies.append(time.monotonic() - t0)
@@ -75,18 +84,26 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
             error_codes[code] = error_codes.get(code, 0) + 1
 
     rss_start = stack.rss_mib()
+    load_start = round(os.getloadavg()[0], 2)
     t_start = time.monotonic()
     end = t_start + plan.minutes * 60.0
     next_minute = t_start + 60.0
     n = 0
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=60.0,
-                                 limits=httpx.Limits(max_connections=2000)) as http:
+                                 limits=httpx.Limits(max_connections=plan.max_in_flight)) as http:
         next_at = t_start
         while time.monotonic() < end:
             next_at += rng.expovariate(rate_per_s)
             delay = next_at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if slots.locked():
+                outcomes["late"] += 1
+                t_wait = time.monotonic()
+                await slots.acquire()
+                late_s += time.monotonic() - t_wait
+            else:
+                await slots.acquire()
             n += 1
             outcomes["submitted"] += 1
             task = asyncio.create_task(one(http, n))
@@ -97,7 +114,8 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
                 minutes.append({"minute": len(minutes) + 1, **outcomes, "in_flight": len(tasks),
                                 "p50_s": round(float(np.percentile(recent, 50)), 3) if recent else None,
                                 "p99_s": round(float(np.percentile(recent, 99)), 3) if recent else None,
-                                "rss_mib": stack.rss_mib()})
+                                "rss_mib": stack.rss_mib(),
+                                "load_avg_1m": round(os.getloadavg()[0], 2)})  # the machine is shared
                 say(f"minute {len(minutes)}: {outcomes}, in flight {len(tasks)}")
                 next_minute += 60.0
         if tasks:
@@ -108,10 +126,13 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
         "achieved_calls_per_s": round(outcomes["completed"] / elapsed, 2),
         "duration_s": round(elapsed, 1),
         **outcomes,
+        "late_wait_s": round(late_s, 1),  # total time arrivals waited for a slot (0: the stack kept up)
+        "max_in_flight": plan.max_in_flight,
         "error_codes": error_codes,
         "latency_s": {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else None,
                       "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else None},
         "rss_mib": {"start": rss_start, "end": stack.rss_mib()},
+        "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "minutes": minutes,
     }
 

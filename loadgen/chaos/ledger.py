@@ -8,8 +8,13 @@ For every session of the run (PLAS sessions, DEFAULT_AGGREGATION=sum, no promoti
 - rows whose call the client never saw completed ("orphans") are reported: service charged for an
   answer that did not reach the client (e.g. its end chunk was lost in a NATS restart, and the
   client retried under a new call id). They are real engine work, counted once, not double counts.
-For ATLAS sessions (critical path) the same checks hold for single-thread programs, whose S_p is
-the running sum along the one thread; the harness uses PLAS so the check is exact for every program.
+- ATLAS arithmetic (`atlas_mismatches`): the pure core (`ProgramLedger`) is replayed over the
+  program's call rows (each with the thread service its engine saw at submit, forks from the
+  threads table); every thread's stored s_T and the critical path (max s_T) must equal the replay's,
+  and for a critical-path program so must S_p. It covers the forked programs of the workload too.
+- Stale thread bases (reported, not an error): calls whose engine saw less thread service at
+  submit than the thread's earlier call rows add up to (the program's state had not reached that
+  engine yet, e.g. right after a fault); such a call is charged on a shorter critical path.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from loadgen.chaos.atlas import AtlasCheck, check_atlas
 
 SERVICE_TOLERANCE_S = 1e-6
 
@@ -32,22 +39,33 @@ class Audit:
     double_counted: int = 0  # programs whose S_p or call count disagrees with their rows
     orphan_completions: int = 0
     promoted_programs: int = 0  # skipped for the service check (S_p reset by design)
+    atlas: AtlasCheck = field(default_factory=AtlasCheck)
     settle_s: float = 0.0
     mismatches: list[str] = field(default_factory=list)
 
 
+def _in(sql: str):
+    return text(sql).bindparams(bindparam("ids", expanding=True))
+
+
 async def _rows(conn, session_ids: list[str]):
-    programs = (await conn.execute(text(
-        "SELECT id, service_s, num_completed_calls, promotions FROM programs WHERE id IN :ids"
-    ).bindparams(bindparam("ids", expanding=True)), {"ids": session_ids})).all()
-    calls = (await conn.execute(text(
-        "SELECT call_id, program_id, service_s FROM calls WHERE program_id IN :ids"
-    ).bindparams(bindparam("ids", expanding=True)), {"ids": session_ids})).all()
+    programs = (await conn.execute(_in(
+        "SELECT id, aggregation, service_s, num_completed_calls, promotions FROM programs WHERE id IN :ids"),
+        {"ids": session_ids})).all()
+    calls = (await conn.execute(_in(
+        "SELECT call_id, program_id, thread_id, service_s, wait_s, thread_service_at_submit_s, submit_epoch, "
+        "completed_at FROM calls WHERE program_id IN :ids"), {"ids": session_ids})).all()
     return programs, calls
 
 
+async def _threads(conn, session_ids: list[str]):
+    return (await conn.execute(_in(
+        "SELECT program_id, thread_id, parent_thread_id, service_s FROM threads WHERE program_id IN :ids"),
+        {"ids": session_ids})).all()
+
+
 async def audit(database_url: str, completed: dict[str, str], sessions: set[str],
-                settle_timeout_s: float = 30.0) -> Audit:
+                settle_timeout_s: float = 30.0, forked: set[str] | frozenset[str] = frozenset()) -> Audit:
     """Wait (up to `settle_timeout_s`) for every client-completed call to be applied, then check."""
     result = Audit()
     if not sessions:
@@ -68,6 +86,7 @@ async def audit(database_url: str, completed: dict[str, str], sessions: set[str]
         await asyncio.sleep(1.0)
         async with engine.connect() as conn:
             programs, calls = await _rows(conn, session_ids)
+            threads = await _threads(conn, session_ids)
     finally:
         await engine.dispose()
     result.settle_s = round(time.monotonic() - t0, 2)
@@ -88,7 +107,8 @@ async def audit(database_url: str, completed: dict[str, str], sessions: set[str]
         if p.promotions:
             result.promoted_programs += 1
             continue
-        if abs(p.service_s - sum(services)) > SERVICE_TOLERANCE_S * max(1, len(services)):
+        if p.aggregation == "sum" and abs(p.service_s - sum(services)) > SERVICE_TOLERANCE_S * max(1, len(services)):
             result.double_counted += 1
             result.mismatches.append(f"{p.id}: S_p {p.service_s:.6f} != sum of calls {sum(services):.6f}")
+    result.atlas = check_atlas(programs, calls, threads, forked, SERVICE_TOLERANCE_S)
     return result

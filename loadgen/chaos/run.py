@@ -13,6 +13,8 @@ from loadgen.chaos.ledger import audit
 from loadgen.chaos.stack import ChaosStack
 from loadgen.chaos.workload import Tally, WorkloadSpec, run_workload
 
+AGGREGATION_POLICY = {"sum": "plas", "critical_path": "atlas"}  # the scheduling policy of each
+
 
 @dataclass
 class ChaosPlan:
@@ -24,6 +26,9 @@ class ChaosPlan:
     max_duration_s: float = 600.0  # hard bound on the fault phase
     engines: int = 2
     workload: WorkloadSpec = None  # type: ignore[assignment]
+    # "sum": PLAS sessions (S_p == sum of the call rows); "critical_path": ATLAS sessions (S_p is the
+    # longest thread, audited by replaying the pure core over the rows)
+    aggregation: str = "sum"
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -32,6 +37,8 @@ class ChaosPlan:
             raise ValueError("faults per kind must be in 0..500")
         if not 0 < self.max_duration_s <= 6 * 3600:
             raise ValueError("the run is bounded: max duration must be in (0, 6 h]")
+        if self.aggregation not in AGGREGATION_POLICY:
+            raise ValueError(f"aggregation must be one of {sorted(AGGREGATION_POLICY)}")
 
 
 async def run_faults(stack: ChaosStack, plan: ChaosPlan, t0: float, done: asyncio.Event) -> list[FaultRecord]:
@@ -59,7 +66,8 @@ async def run_faults(stack: ChaosStack, plan: ChaosPlan, t0: float, done: asynci
 async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None) -> dict:
     """Run the plan (on `stack` if given, else a fresh one that is stopped afterwards)."""
     own = stack is None
-    stack = stack or await ChaosStack(engines=plan.engines).up()
+    stack = stack or await ChaosStack(engines=plan.engines, extra_env={
+        "DEFAULT_AGGREGATION": plan.aggregation, "SCHEDULING_POLICY": AGGREGATION_POLICY[plan.aggregation]}).up()
     say = progress or (lambda _: None)
     try:
         t0 = time.monotonic()
@@ -73,7 +81,8 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         records = await faults_task
         await load_task
         say(f"load done: {tally.completed}/{tally.submitted} calls completed; auditing PostgreSQL")
-        result = await audit(stack.database_url, tally.completed_call_ids, tally.sessions)
+        result = await audit(stack.database_url, tally.completed_call_ids, tally.sessions,
+                             forked=tally.forked_sessions)
         rss_end = stack.rss_mib()
         unrecovered = [r for r in records if r.recovered_s < 0]
         if unrecovered:
@@ -94,11 +103,14 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         "lost_detail": {"no_answer": tally.no_answer, "completion_missing_in_db": result.lost_completions,
                         "calls_given_up": tally.calls_given_up},
         "double_counted": result.double_counted,
+        "atlas_mismatches": result.atlas.mismatches,
+        "atlas": result.atlas.report(),
         "orphan_completions": result.orphan_completions,
         "faults_injected": injected,
         "unrecovered_faults": unrecovered,
         "faults": [asdict(r) for r in records],
         "programs": {"started": tally.programs_started, "completed": tally.programs_completed,
+                     "forked": len(tally.forked_sessions),
                      "checked_in_db": result.programs_checked, "promoted": result.promoted_programs},
         "calls_in_db": result.calls_in_table,
         "errors_seen": dict(sorted(tally.errors.items())),
@@ -107,7 +119,8 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         "duration_s": round(time.monotonic() - t0, 1),
         "rss_mib": {"start": rss_start, "end": rss_end},
         "plan": {"kinds": list(plan.kinds), "faults_per_kind": plan.faults_per_kind, "gap_s": plan.gap_s,
-                 "down_s": plan.down_s, "engines": plan.engines, "workload": asdict(plan.workload)},
+                 "down_s": plan.down_s, "engines": plan.engines, "aggregation": plan.aggregation,
+                 "workload": asdict(plan.workload)},
     }
 
 

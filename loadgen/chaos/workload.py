@@ -8,6 +8,11 @@ Outcomes of one attempt:
   answer; the program retries the call;
 - failed_other: any other error status (a 5xx other than 503 would be a bug);
 - no_answer: nothing came back within the attempt's deadline (counted as lost).
+
+Every `fork_every`-th program forks: its first call runs on thread "main", the middle calls on
+two threads forked from main (X-Thread-Id / X-Parent-Thread-Id, as an agent exploring two branches),
+both in flight at once, and its last call on main again; the audit recomputes their ATLAS
+thread services and critical path from the call rows.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Tally:
     calls_given_up: int = 0  # a call that failed MAX_ATTEMPTS_PER_CALL times in a row
     completed_call_ids: dict[str, str] = field(default_factory=dict)  # call id -> session id
     sessions: set[str] = field(default_factory=set)
+    forked_sessions: set[str] = field(default_factory=set)  # programs that forked threads
     errors: dict[str, int] = field(default_factory=dict)  # code -> count, for the report
 
     def note_error(self, code: str) -> None:
@@ -49,6 +55,7 @@ class WorkloadSpec:
     prompt_chars: int = 400
     stream_every: int = 3  # every n-th call streams (the others wait for the whole answer)
     attempt_timeout_s: float = 30.0
+    fork_every: int = 3  # every n-th program forks two threads (0: none fork)
 
 
 class _Outcome(Exception):
@@ -111,6 +118,34 @@ async def _attempt(http: httpx.AsyncClient, headers: dict, payload: dict, timeou
         raise _Outcome("failed_retryable", f"http:{type(exc).__name__}") from None
 
 
+def _phases(spec: WorkloadSpec, index: int) -> list[list[tuple[str, str | None]]]:
+    """The program's calls as phases of (thread, parent) run concurrently, in order."""
+    n = spec.calls_per_program
+    if spec.fork_every <= 0 or index % spec.fork_every or n < 3:
+        return [[("main", None)] for _ in range(n)]
+    middle = [(f"branch{k % 2}", "main") for k in range(n - 2)]
+    return [[("main", None)], *(middle[k:k + 2] for k in range(0, len(middle), 2)), [("main", None)]]
+
+
+async def _call(http: httpx.AsyncClient, headers: dict, payload: dict, spec: WorkloadSpec, tally: Tally,
+                session_id: str) -> bool:
+    """One call, retried on retryable outcomes; False when given up."""
+    for attempt in range(MAX_ATTEMPTS_PER_CALL):
+        tally.submitted += 1
+        try:
+            call_id = await _attempt(http, headers, payload, spec.attempt_timeout_s)
+        except _Outcome as out:
+            setattr(tally, out.kind, getattr(tally, out.kind) + 1)
+            tally.note_error(out.code)
+            await asyncio.sleep(min(0.2 * 2 ** attempt, 2.0))
+            continue
+        tally.completed += 1
+        tally.completed_call_ids[call_id] = session_id
+        return True
+    tally.calls_given_up += 1
+    return False
+
+
 async def _program(http: httpx.AsyncClient, key: str, spec: WorkloadSpec, tally: Tally, stop_at: float,
                    index: int) -> None:
     headers = {"Authorization": f"Bearer {key}"}
@@ -119,27 +154,25 @@ async def _program(http: httpx.AsyncClient, key: str, spec: WorkloadSpec, tally:
         return
     tally.programs_started += 1
     tally.sessions.add(session_id)
+    phases = _phases(spec, index)
+    if len(phases) < spec.calls_per_program:
+        tally.forked_sessions.add(session_id)
     history = [{"role": "system", "content": "x" * spec.prompt_chars}]
-    for n in range(spec.calls_per_program):
-        history.append({"role": "user", "content": f"step {n} of program {index}"})
-        payload = {"model": "autellix-lite", "messages": history, "max_tokens": spec.max_tokens,
-                   "session_id": session_id, "stream": (index + n) % spec.stream_every == 0}
-        for attempt in range(MAX_ATTEMPTS_PER_CALL):
-            tally.submitted += 1
-            try:
-                call_id = await _attempt(http, headers, payload, spec.attempt_timeout_s)
-            except _Outcome as out:
-                setattr(tally, out.kind, getattr(tally, out.kind) + 1)
-                tally.note_error(out.code)
-                await asyncio.sleep(min(0.2 * 2 ** attempt, 2.0))
-                continue
-            tally.completed += 1
-            tally.completed_call_ids[call_id] = session_id
-            history.append({"role": "assistant", "content": "ok"})
-            break
-        else:
-            tally.calls_given_up += 1
+    n = 0
+    for phase in phases:
+        calls = []
+        for thread, parent in phase:
+            messages = [*history, {"role": "user", "content": f"step {n} of program {index} on {thread}"}]
+            thread_headers = {**headers, "X-Thread-Id": thread}
+            if parent is not None:
+                thread_headers["X-Parent-Thread-Id"] = parent
+            payload = {"model": "autellix-lite", "messages": messages, "max_tokens": spec.max_tokens,
+                       "session_id": session_id, "stream": (index + n) % spec.stream_every == 0}
+            calls.append(_call(http, thread_headers, payload, spec, tally, session_id))
+            n += 1
+        if not all(await asyncio.gather(*calls)):
             return
+        history += [{"role": "user", "content": f"step {n - 1}"}, {"role": "assistant", "content": "ok"}]
     tally.programs_completed += 1
 
 

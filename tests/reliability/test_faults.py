@@ -1,6 +1,7 @@
 """Faults on the real stack of processes, each under load, each audited against PostgreSQL:
 nothing lost (every call the client saw completed has its row; no call went unanswered) and
-nothing counted twice (S_p == the sum of the program's call rows; one row per call)."""
+nothing counted twice (S_p == the sum of the program's call rows; one row per call); the forked
+programs' thread services and critical path equal the pure core replayed over their rows."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ async def _run(stack, kind: str, count: int = 1) -> dict:
     assert result["faults_injected"] == {kind: count} and not result["unrecovered_faults"], result["faults"]
     assert result["lost"] == 0, result
     assert result["double_counted"] == 0, result["mismatches"]
+    assert result["atlas_mismatches"] == 0, result["atlas"]  # forked programs' s_T and critical path
     assert result["failed_other"] == 0, result["errors_seen"]
     assert result["completed"] > 0 and result["programs"]["completed"] == result["programs"]["started"]
     return result
