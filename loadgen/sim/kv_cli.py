@@ -148,10 +148,14 @@ def run_kv(args: argparse.Namespace) -> int:
               f"done/s {r['completed_per_s']:.3f}" + (f"  vs belady {ratio:.3f}" if ratio is not None else ""))
     for name, b in (result["belady"] or {}).items():
         print(f"belady, trace of {name} (e0, {b['accesses']} accesses, {b['capacity_blocks']} blocks): "
-              + ", ".join(f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in b["policies"].items()))
+              + ", ".join(f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in b["policies"].items())
+              + "; vs pinned belady: "
+              + ", ".join(f"{k} {v['competitive_ratio_vs_belady_pinned']:.3f}" for k, v in b["policies"].items()))
         for cap, r in (b.get("by_capacity") or {}).items():
-            print(f"  replayed at {cap} blocks: belady misses {r['belady_misses']}, "
-                  + ", ".join(f"{k} {v['competitive_ratio_vs_belady']:.3f}" for k, v in r["policies"].items()))
+            print(f"  replayed at {cap} blocks: belady misses {r['belady_misses']} (pinned "
+                  f"{r['belady_pinned_misses']}), " + ", ".join(
+                      f"{k} {v['competitive_ratio_vs_belady']:.3f} / {v['competitive_ratio_vs_belady_pinned']:.3f}"
+                      for k, v in r["policies"].items()))
     print(f"wall {result['wall_s']:.1f} s")
     return 0
 

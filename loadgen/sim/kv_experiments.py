@@ -283,8 +283,9 @@ def run_kv_experiment(config: KvExperimentConfig, progress: Callable[[str], None
         if source is not None:
             row = results[label(*conf)]
             row["belady_trace_from"] = label(*source)
-            row["competitive_ratio_vs_belady"] = (
-                belady[label(*source)]["policies"][conf[0]]["competitive_ratio_vs_belady"])
+            ratios = belady[label(*source)]["policies"][conf[0]]
+            row["competitive_ratio_vs_belady"] = ratios["competitive_ratio_vs_belady"]
+            row["competitive_ratio_vs_belady_pinned"] = ratios["competitive_ratio_vs_belady_pinned"]
     return {
         "mode": "kv",
         "workload": config.workload,

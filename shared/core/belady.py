@@ -122,6 +122,7 @@ class PolicyResult:
 class CompetitiveReport:
     belady: PolicyResult
     policies: tuple[PolicyResult, ...]
+    belady_pinned: PolicyResult | None = None  # the optimum that keeps running calls' blocks
 
     def ratio(self, policy: str) -> float:
         """policy misses / Bélády misses (1.0 when both are 0)."""
@@ -129,10 +130,15 @@ class CompetitiveReport:
         return competitive_ratio(result.misses, self.belady.misses)
 
     def to_dict(self) -> dict:
+        pinned = self.belady_pinned
         return {"belady_misses": self.belady.misses, "accesses": self.belady.accesses,
                 "compulsory_misses": self.belady.compulsory_misses,
+                "belady_pinned_misses": pinned.misses if pinned else None,
+                "belady_pinned_forced_evictions": pinned.forced_evictions if pinned else None,
                 "policies": {p.policy: {"misses": p.misses, "forced_evictions": p.forced_evictions,
                                         "competitive_ratio_vs_belady": self.ratio(p.policy),
+                                        "competitive_ratio_vs_belady_pinned": competitive_ratio(
+                                            p.misses, pinned.misses) if pinned else None,
                                         # the same without the compulsory misses every policy pays
                                         "capacity_miss_ratio_vs_belady": competitive_ratio(
                                             p.misses - p.compulsory_misses,
@@ -183,6 +189,80 @@ def replay_belady(trace: BlockTrace) -> PolicyResult:
         resident[b] = nxt[i]
         heapq.heappush(heap, (-nxt[i], i))
     return PolicyResult("belady", len(blocks), misses, compulsory)
+
+
+def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
+    """Offline optimum under the serving constraint the online policies obey: a block a running call
+    references (from its first access to its last) stays resident; on a miss, evict the unreferenced
+    block used farthest ahead. Only when every resident block is referenced does a referenced one go
+    (farthest next use; a forced eviction, as vLLM would preempt). Plain `replay_belady` may evict a
+    running call's prompt blocks right after admission (their next access is the session's next call),
+    which no engine can do: attention reads them every step. O(n log n), lazy max-heaps."""
+    last_index, call_blocks = _call_spans(trace)
+    blocks = [a.block_id for a in trace.accesses]
+    nxt = next_use_indices(blocks)
+    resident: dict[Hashable, float] = {}  # block -> its next use
+    refs: dict[Hashable, int] = {}  # block -> running calls referencing it
+    held: dict[int, dict[Hashable, None]] = {}  # running call -> blocks it references
+    free_heap: list[tuple[float, int, Hashable]] = []  # unreferenced candidates (lazy)
+    all_heap: list[tuple[float, int, Hashable]] = []  # every resident block (lazy), forced evictions
+    seen: set[Hashable] = set()
+    started: set[int] = set()
+    misses = compulsory = forced = serial = 0
+
+    def push(b: Hashable, heap: list) -> None:
+        nonlocal serial
+        serial += 1
+        heapq.heappush(heap, (-resident[b], serial, b))
+
+    def ref(c: int, b: Hashable) -> None:
+        mine = held.setdefault(c, {})
+        if b not in mine:
+            mine[b] = None
+            refs[b] = refs.get(b, 0) + 1
+
+    def evict() -> None:
+        nonlocal forced
+        while free_heap:
+            neg, _, b = heapq.heappop(free_heap)
+            if b in resident and resident[b] == -neg and not refs.get(b):
+                del resident[b]
+                return
+        while True:  # everything resident is referenced
+            neg, _, b = heapq.heappop(all_heap)
+            if b in resident and resident[b] == -neg:
+                del resident[b]
+                for owner_blocks in held.values():
+                    owner_blocks.pop(b, None)
+                refs.pop(b, None)
+                forced += 1
+                return
+
+    for i, a in enumerate(trace.accesses):
+        b, c = a.block_id, a.call_id
+        if c not in started:
+            started.add(c)
+            for cached in call_blocks[c]:
+                if cached in resident:
+                    ref(c, cached)
+        if b not in resident:
+            misses += 1
+            if b not in seen:
+                compulsory += 1
+                seen.add(b)
+            if len(resident) >= trace.capacity_blocks:
+                evict()
+        resident[b] = nxt[i]
+        ref(c, b)
+        push(b, all_heap)
+        if last_index[c] == i:
+            for x in held.pop(c, ()):
+                refs[x] -= 1
+                if not refs[x]:
+                    del refs[x]
+                    if x in resident:
+                        push(x, free_heap)
+    return PolicyResult("belady-pinned", len(blocks), misses, compulsory, forced)
 
 
 def replay_lru(trace: BlockTrace) -> PolicyResult:
@@ -360,6 +440,7 @@ def _end_call(cache: _ReferencedCache, table: RetentionTable | None, tools: Tool
 
 def compare_policies(trace: BlockTrace, retention: RetentionConfig | None = None,
                      profiles: ToolProfileConfig | None = None) -> CompetitiveReport:
-    """Bélády, LRU, prefix-cache LRU and workflow-aware retention on one trace."""
+    """Bélády (plain and pinned), LRU, prefix-cache LRU and workflow-aware retention on one trace."""
     return CompetitiveReport(replay_belady(trace), (
-        replay_lru(trace), replay_prefix_lru(trace), replay_workflow(trace, retention, profiles)))
+        replay_lru(trace), replay_prefix_lru(trace), replay_workflow(trace, retention, profiles)),
+        replay_belady_pinned(trace))

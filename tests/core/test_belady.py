@@ -14,6 +14,7 @@ from shared.core.belady import (
     competitive_ratio,
     next_use_indices,
     replay_belady,
+    replay_belady_pinned,
     replay_lru,
     replay_prefix_lru,
     replay_workflow,
@@ -182,3 +183,29 @@ def test_recorder_builds_the_documented_trace():
     assert trace.calls[1] == CallInfo("s", 48, "run_test", 0, False)
     assert trace.calls[2] == CallInfo("s", 400, None, 300, True)
     assert compare_policies(trace).belady.misses == 3
+
+
+@given(traces())
+@settings(max_examples=100)
+def test_pinned_belady_sits_between_plain_belady_and_the_online_policies_on_roomy_traces(trace):
+    report = compare_policies(trace)
+    pinned = report.belady_pinned
+    assert report.belady.misses <= pinned.misses <= len(trace.accesses)
+    assert pinned.compulsory_misses == report.belady.compulsory_misses
+    distinct = len({a.block_id for a in trace.accesses})
+    roomy = replay_belady_pinned(BlockTrace(max(distinct, 1), trace.accesses, trace.calls))
+    assert roomy.misses == distinct and roomy.forced_evictions == 0
+
+
+def test_pinned_belady_keeps_a_running_calls_prompt():
+    # A reads x (t0) and fills d (t2) while running; B reads y (t1); D re-reads y (t3), C x (t4).
+    # At t2 plain MIN evicts x (used later than y) although A is reading it; the pinned optimum
+    # evicts y instead (no forced eviction needed), misses y at t3 and, d being dead, hits x at t4
+    acc = (BlockAccess(0.0, "x", 0), BlockAccess(1.0, "y", 1), BlockAccess(2.0, "d", 0),
+           BlockAccess(3.0, "y", 2), BlockAccess(4.0, "x", 3))
+    trace = BlockTrace(2, acc)
+    plain, pinned = replay_belady(trace), replay_belady_pinned(trace)
+    assert plain.misses == 4 and pinned.misses == 4 and pinned.forced_evictions == 0
+    # with x needed again right after d, keeping it pays: the pinned optimum is no worse there
+    later = BlockTrace(2, acc[:3] + (BlockAccess(3.0, "x", 3), BlockAccess(4.0, "y", 2)))
+    assert replay_belady_pinned(later).misses <= replay_belady(later).misses + 1
