@@ -14,6 +14,7 @@ from services.session_api.auth import KeyStore
 from services.session_api.errors import install_error_handlers
 from services.session_api.fast_path import FastCompletions
 from services.session_api.gateway import Gateway
+from services.session_api.http_protocol import OneWriteHttpProtocol
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
 from shared.logging import configure_logging, get_logger
@@ -70,6 +71,6 @@ def run() -> int:
     # come after more allocations
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD)
-    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", http=OneWriteHttpProtocol,
                 access_log=False, timeout_graceful_shutdown=5)
     return 0

@@ -19,6 +19,7 @@ from services.process_table.settings import ProcessTableSettings
 from services.router.main import start_router
 from services.router.settings import RouterSettings
 from services.session_api.auth import KeyStore
+from services.session_api.http_protocol import OneWriteHttpProtocol
 from services.session_api.main import create_app
 from services.session_api.settings import SessionApiSettings
 from shared.runtime.ports import free_port
@@ -90,7 +91,7 @@ async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, po
         settings = SessionApiSettings(nats_url=nats_url, api_port=api_port, engine_ttl_s=1.5)
         keys = KeyStore.parse(",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items()))
         server = uvicorn.Server(uvicorn.Config(create_app(settings, keys), host="127.0.0.1", port=api_port,
-                                               log_level="warning", lifespan="on"))
+                                               log_level="warning", lifespan="on", http=OneWriteHttpProtocol))
         server_task = asyncio.create_task(server.serve())
 
         async def stop_api() -> None:
