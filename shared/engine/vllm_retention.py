@@ -14,8 +14,9 @@ call left in vLLM's `BlockPool`:
 - each step: the sessions whose TTL ended are unpinned with `free_blocks` (tail block first, as
   vLLM frees a request): they become ordinary prefix-cache LRU entries (fallback);
 - `allocate_slots` finds too few free blocks: `RetainingKVCacheManager` asks the table for victims
-  (expired first, then the SAGA score), unpins them and retries before returning None, so vLLM
-  preempts a running request only once no retained session is left to give way.
+  (expired first, then the SAGA score), unpins them to the head of the free queue (evicted before
+  older unpinned entries) and retries before returning None, so vLLM preempts a running request
+  only once no retained session is left to give way.
 
 Session hints (session id, declared next tool, observation tokens, last call) are registered per
 request id by the driver (`set_session_hint`), since `extra_args` carries only program metadata.
@@ -154,10 +155,19 @@ class VllmRetention:
         return self.retention.retained_blocks if self.retention is not None else 0
 
     # ---- internals ----------------------------------------------------------------------------
-    def _unpin(self, kept: list | None) -> bool:
+    def _unpin(self, kept: list | None, to_front: bool = False) -> bool:
+        """Drop a ghost reference: `free_blocks` in vLLM's order (tail first). `to_front`: the
+        blocks nobody else holds go to the head of the free queue, tail block first (a victim is
+        evicted before older unpinned cache entries, as in the lite engine and the Bélády replay)."""
         if not kept:
             return False
-        self.kv_cache_manager.block_pool.free_blocks(reversed(kept))  # tail first, as vLLM frees
+        pool = self.kv_cache_manager.block_pool
+        pool.free_blocks(reversed(kept))
+        if to_front:
+            freed = [b for b in reversed(kept) if b.ref_cnt == 0]
+            for b in freed:
+                pool.free_block_queue.remove(b)
+            pool.free_block_queue.prepend_n(freed)
         return True
 
     def _reclaim(self, shortfall: int) -> bool:
@@ -167,6 +177,6 @@ class VllmRetention:
             return False
         plan = table.choose_victims(shortfall, self.now_s())
         for v in plan.victims:
-            self._unpin(self._kept.pop(v.session_id, None))
+            self._unpin(self._kept.pop(v.session_id, None), to_front=True)
         self.retention_stats["retention_victims"] += len(plan.victims)
         return bool(plan.victims)

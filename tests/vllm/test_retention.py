@@ -137,3 +137,15 @@ def test_release_session_and_abort_leave_no_pin():
     assert [q.program_id for q in engine.queued_unstarted()] == ["p"]
     assert engine.abort("p/c1")
     assert "p" not in engine.retention and used_blocks(engine) == 0
+
+
+def test_a_victims_blocks_go_to_the_head_of_vllms_free_queue():
+    engine = make_engine(400)
+    engine.submit(call("b/c0", "b", (("b/sys", 300),), 16, 0.0), 0.0)
+    t, _ = run_idle(engine, 0.0)
+    kept = list(engine.sched._kept["b"])
+    assert engine.sched._reclaim(1)
+    queue = pool(engine).free_block_queue
+    head = queue.fake_free_list_head.next_free_block
+    assert head is kept[-1] and head.next_free_block is kept[-2]  # tail block first
+    assert "b" not in engine.retention
