@@ -178,11 +178,11 @@ def _role(proc: psutil.Process) -> str | None:
     return None
 
 
-def _cpu_s_by_role(root_pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) so far of the stack's processes, summed per role."""
+def _cpu_s_by_role(root_pid: int, extra_pids: tuple[int, ...] = ()) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the stack's processes (and `extra_pids`), per role."""
     totals: dict[str, float] = {}
     try:
-        procs = psutil.Process(root_pid).children(recursive=True)
+        procs = psutil.Process(root_pid).children(recursive=True) + [psutil.Process(p) for p in extra_pids]
     except psutil.Error:
         return totals
     for proc in procs:
@@ -195,6 +195,22 @@ def _cpu_s_by_role(root_pid: int) -> dict[str, float]:
             continue
         totals[role] = totals.get(role, 0.0) + t.user + t.system
     return totals
+
+
+async def _measured_throughput(http: LeanHttp | HttpxChat, seconds: float, concurrency: int,
+                               root_pid: int, extra_pids: tuple[int, ...] = ()) -> tuple[float, dict[str, float]]:
+    """Calls/s and the CPU each part of the stack (and this client) spent per call meanwhile."""
+    cpu_before = _cpu_s_by_role(root_pid, extra_pids)
+    client_before = time.process_time()
+    t0 = time.perf_counter()
+    rate = await _throughput(http, seconds, concurrency)
+    num_calls = rate * (time.perf_counter() - t0)
+    cpu_after = _cpu_s_by_role(root_pid, extra_pids)
+    cpu_ms_per_call = {role: round((cpu_after[role] - cpu_before.get(role, 0.0)) / num_calls * 1e3, 3)
+                       for role in sorted(cpu_after)}
+    cpu_ms_per_call["bench_client"] = round((time.process_time() - client_before) / num_calls * 1e3, 3)
+    cpu_ms_per_call["total"] = round(sum(cpu_ms_per_call.values()), 3)
+    return rate, cpu_ms_per_call
 
 
 def _stats_ms(values: list[float]) -> dict:
@@ -229,20 +245,14 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int, cli
             for _ in range(calls):  # interleaved, so drift in the machine's load hits both alike
                 direct.append(await direct_engine.call("e0"))
                 full.append(await _full_call(http))
-            cpu_before = _cpu_s_by_role(stack.proc.pid)
-            client_before = time.process_time()
-            t0 = time.perf_counter()
-            one_router = await _throughput(http, seconds, concurrency)
-            num_calls = one_router * (time.perf_counter() - t0)
-            cpu_after = _cpu_s_by_role(stack.proc.pid)
-            cpu_ms_per_call = {role: round((cpu_after[role] - cpu_before.get(role, 0.0)) / num_calls * 1e3, 3)
-                               for role in sorted(cpu_after)}
-            cpu_ms_per_call["bench_client"] = round((time.process_time() - client_before) / num_calls * 1e3, 3)
+            load_start = os.getloadavg()[0]
+            one_router, cpu_ms_per_call = await _measured_throughput(http, seconds, concurrency, stack.proc.pid)
             extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
                                             env={**os.environ, "NATS_URL": stack.nats_url, "LOG_LEVEL": "warning"},
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             await asyncio.sleep(3.0)  # joins the queue group and hears a heartbeat
-            two_routers = await _throughput(http, seconds, concurrency)
+            two_routers, cpu_two_routers = await _measured_throughput(http, seconds, concurrency, stack.proc.pid,
+                                                                      (extra_router.pid,))
         await bus.close()
     finally:
         if extra_router is not None:
@@ -263,7 +273,10 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int, cli
         # CPU each part of the stack spent per call in the one-router window (the bench's own
         # client included: it shares the machine's cores with the stack)
         "cpu_ms_per_call": cpu_ms_per_call,
+        "cpu_ms_per_call_two_routers": cpu_two_routers,
         "cpu_count": os.cpu_count(),
+        # the machine's load around the run (other work on it inflates CPU per call and cuts calls/s)
+        "load_average_1m_start": load_start,
         "load_average_1m": os.getloadavg()[0],
     }
 
