@@ -116,10 +116,10 @@ class ProcessTableService:
         return await in_transaction(self.engine, work, what=what, retry_budget_s=self.settings.db_retry_budget_s)
 
     # --- completions and promotions (JetStream) ------------------------------------------------
-    def _prepare_completion(self, incoming: Incoming) -> Completion:
+    def _prepare_completion(self, msg: m.CallCompleted) -> Completion:
         """Runs as each delivery arrives (overlapping the current transaction); ValueError rejects."""
         try:
-            return wire.completion_from_wire(incoming.body)
+            return wire.completion_from_wire(msg)
         except ValueError:
             self.num_rejected_completions += 1
             raise
@@ -176,9 +176,9 @@ class ProcessTableService:
         if len(batch) == 1:
             delivery = batch[0]
             self.num_rejected_completions += 1
-            await self.bus.reject(delivery.incoming.subject, "", ErrorCode.BAD_REQUEST,
+            await self.bus.reject(delivery.raw.subject, "", ErrorCode.BAD_REQUEST,
                                   f"the database refuses this completion: {type(exc).__name__}: {exc}",
-                                  delivery.incoming.envelope.type)
+                                  delivery.message_type)
             await delivery.raw.term()
             return _Outcome([], [], [delivery])
         mid = len(batch) // 2

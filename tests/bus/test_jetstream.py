@@ -136,9 +136,25 @@ async def test_async_publish_throughput_smoke(make_bus):
 async def test_a_retried_publish_is_stored_once(bus):
     """publish_event retries with the same Nats-Msg-Id: the stream's duplicate window drops the copy."""
     program = "p" + uuid.uuid4().hex[:10]
-    subject = subjects.event(_completed(program, 0))
-    data = bus.publisher.encode(_completed(program, 0))
+    promoted = m.ProgramPromoted(program_id=program, epoch=1, ratio=6.0)
+    subject = subjects.event(promoted)
+    data = bus.publisher.encode(promoted)
     headers = {"Nats-Msg-Id": f"{bus.publisher_id}:{bus.publisher.last_seq}"}
     first = await bus.js.publish(subject, data, headers=headers)
     second = await bus.js.publish(subject, data, headers=headers)
     assert second.duplicate and second.seq == first.seq
+
+
+async def test_completions_go_without_a_message_id_other_events_with_one(bus):
+    """The completion firehose carries no header (its consumer dedups by call id, and a header costs
+    it a parse per event); other events keep the Nats-Msg-Id that dedups a retried publish."""
+    program = "p" + uuid.uuid4().hex[:10]
+    completed_seq = await bus.publish_event(_completed(program, 0))
+    promoted_seq = await bus.publish_event(m.ProgramPromoted(program_id=program, epoch=1, ratio=6.0))
+    completed = await bus.js.get_msg(subjects.AUDIT_STREAM, completed_seq)
+    promoted = await bus.js.get_msg(subjects.AUDIT_STREAM, promoted_seq)
+    assert not completed.headers
+    assert promoted.headers["Nats-Msg-Id"].startswith(bus.publisher_id + ":")
+    future = await bus.publish_event_nowait(_completed(program, 1))
+    stored = await bus.js.get_msg(subjects.AUDIT_STREAM, (await future).seq)
+    assert not stored.headers
