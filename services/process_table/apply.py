@@ -2,12 +2,16 @@
 
     applier = BatchApplier(engine)
     updates = await applier.apply(completions)     # committed when it returns
-    applier.forget(program_id)                     # after this process changed a program elsewhere
+    applier.forget(program_id)                     # changed elsewhere, or its session closed
 
 The cache holds the committed rows (with every thread) of programs this process wrote last; an
 entry is dropped whenever a write that involved it fails, so the cache never gets ahead of the
 database. Correctness does not rest on it: the fast path checks each program's version in the
 same statement that writes it.
+
+Memory: the service forgets a program when its session is closed or expires, so the cache follows
+the open sessions, not the history of a long run; the LRU bound is the backstop (for open sessions
+beyond it, and for the rare late completion that brings a closed session back in).
 """
 
 from __future__ import annotations
@@ -50,6 +54,12 @@ class ProgramCache:
         for p in program_ids:
             self._rows.pop(p, None)
 
+    def __contains__(self, program_id: str) -> bool:
+        return program_id in self._rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
 
 class BatchApplier:
     def __init__(self, engine: AsyncEngine, max_cached_programs: int = MAX_CACHED_PROGRAMS) -> None:
@@ -86,5 +96,5 @@ class BatchApplier:
             self.cache.drop(program_ids)
             return None
 
-    def forget(self, program_id: str) -> None:
-        self.cache.drop([program_id])
+    def forget(self, *program_ids: str) -> None:
+        self.cache.drop(program_ids)

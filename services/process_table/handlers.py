@@ -247,6 +247,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
         if after is None:
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
+        self.applier.forget(msg.session_id)  # memory follows the open sessions (issue 7)
         closed = wire.session_closed(after)
         if before.state != after.state:
             await self.bus.publish_event(closed)
@@ -274,6 +275,7 @@ class ProcessTableService:
             return [await sessions.lookup(conn, p) for p in expired]
 
         views = await self.transact(work, "expire_idle")
+        self.applier.forget(*(v.program_id for v in views))
         for view in views:
             self.log.info("session_expired", program_id=view.program_id, idle_ttl_s=self.settings.session_idle_ttl_s)
             await self.bus.publish_event(wire.session_closed(view))

@@ -230,3 +230,26 @@ async def test_completions_off_the_fast_decode_path_are_judged_by_the_codec(proc
     await bus.publish_event(completion(pid, new_id("c"), 1.0, 0.0))
     await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 2))
     assert (await lookup(bus, pid)).service_s == 3.0
+
+
+async def test_closed_and_expired_sessions_leave_the_program_cache(start_process_table, bus) -> None:
+    """Issue 7 (memory flat under a long hold): the table's program cache follows the open sessions,
+    not the history of the run."""
+    service = await start_process_table(session_idle_ttl_s=0.5, session_expiry_interval_s=0.1)
+    closed, idle, busy = new_id("closed"), new_id("idle"), new_id("busy")
+    for pid in (closed, idle, busy):
+        await bus.request(subjects.session_open(), m.OpenSession(session_id=pid, tenant="t"), timeout_s=2.0)
+        await bus.publish_event(completion(pid, new_id("c"), 0.1, 0.0))
+    await eventually(lambda: _applied(service, 3))
+    cache = service.applier.cache
+    assert all(p in cache for p in (closed, idle, busy))
+    await bus.request(subjects.session_close(), m.CloseSession(session_id=closed, tenant="t"), timeout_s=2.0)
+    assert closed not in cache
+    for _ in range(10):  # keep one session active past the TTL; the idle one expires
+        await bus.publish_event(completion(busy, new_id("c"), 0.1, 0.0))
+        await asyncio.sleep(0.1)
+    assert (await lookup(bus, idle)).state == "closed"
+    assert idle not in cache and busy in cache
+    # a late completion of a closed session is still applied
+    await bus.publish_event(completion(closed, new_id("c"), 0.1, 0.0))
+    await eventually(lambda: _lookup_has(bus, closed, lambda i: i.num_completed_calls == 2))
