@@ -60,6 +60,31 @@ def test_directory_forgets_a_closed_session_and_its_stragglers():
     assert directory.num_closed_remembered == 2  # bounded
 
 
+def test_lite_engine_keeps_no_memo_of_one_call_programs_but_does_of_sessions():
+    from shared.core.policy import SchedulingPolicy
+    from shared.engine.api import EngineCall
+    from shared.engine.lite import LiteEngine, LiteEngineConfig
+
+    policy = SchedulingPolicy("plas")
+    directory = CachedProgramDirectory(policy.aggregation)
+    engine = LiteEngine("e0", policy, directory, LiteEngineConfig(num_blocks=4096))
+    now_s = 0.0
+    for i, program in enumerate(["call-a", "call-b", "s-1", "s-1"]):
+        segments = (("sys", 64), (f"user{i}", 40))
+        call_id = program.removeprefix("call-") if program.startswith("call-") else f"c{i}"
+        engine.submit(EngineCall(call_id=call_id, program_id=program, thread_id="main",
+                                 prompt_segments=segments, max_output_tokens=4, arrival_s=now_s,
+                                 program_arrival_s=now_s, seq=i), now_s)
+        while engine.has_work():
+            report = engine.step(now_s)
+            now_s += report.duration_s
+            for done in report.finished:
+                directory.fold_completion(done)
+    # the shared system prompt is memoised once; only the session's own last segments are added
+    assert len(engine._memo._memo) == 1 + 2
+    assert len(directory) == 1  # the session is held until it closes
+
+
 # --- the live stack --------------------------------------------------------------------------------
 @pytest.fixture
 async def live(nats_url, postgres_server, _migrated_template, monkeypatch):

@@ -24,6 +24,7 @@ from shared.engine.lite.priorities import PriorityMixin
 from shared.engine.lite.retention import RetentionMixin
 from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
 from shared.engine.lite.waiting import WaitingQueue
+from shared.protocol.programs import is_one_call_program
 
 
 class LiteEngine(PriorityMixin, RetentionMixin):
@@ -86,8 +87,8 @@ class LiteEngine(PriorityMixin, RetentionMixin):
             raise ValueError(f"call {call.call_id} needs {need} KV blocks; engine holds {self.num_blocks}")
         self._now = now_s
         led = self.programs.ledger(call.program_id)
-        chain = (self._memo.chain_for(call.prompt_segments) if self.pool.caching
-                 else HashChain(self.block_size))
+        chain = (self._memo.chain_for(call.prompt_segments, not is_one_call_program(call.program_id))
+                 if self.pool.caching else HashChain(self.block_size))
         seq = Seq(call, chain, now_s, led.thread_service(call.thread_id), led.epoch, prompt_tokens)
         self.seqs[seq.call_id] = seq
         self._live_work += seq.prompt_tokens + seq.max_out

@@ -66,10 +66,13 @@ class ChainMemo:
         self._memo: dict[tuple, tuple] = {}
         self._num_hashes = 0
 
-    def chain_for(self, segments: tuple[tuple[str, int], ...]) -> HashChain:
+    def chain_for(self, segments: tuple[tuple[str, int], ...], remember_last: bool = True) -> HashChain:
+        """`remember_last=False`: the last segment is not memoised (a one-call program's prompt ends
+        in content no later call repeats; memoising it grew the memo by one entry per call)."""
         chain = HashChain(self.block_size)
         memo = self._memo
-        for seg_id, n in segments:
+        last = len(segments) - 1
+        for k, (seg_id, n) in enumerate(segments):
             if n <= 0:
                 continue
             pieces = tuple(chain.pieces)
@@ -83,6 +86,8 @@ class ChainMemo:
                 continue
             before = len(chain.hashes)
             chain.extend(seg_id, 0, n)
+            if k == last and not remember_last:
+                break
             added = tuple(chain.hashes[before:])
             if len(memo) >= self.max_entries or self._num_hashes + len(added) > self.max_hashes:
                 memo.clear()
