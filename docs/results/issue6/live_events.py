@@ -9,12 +9,14 @@ import sys
 
 
 def main() -> None:
-    calls = preempted = prompt = hits = recomputed = 0
+    calls = preempted = prompt = hits = recomputed = stolen = 0
     engines: dict[str, int] = {}
     for line in sys.stdin:
         event = json.loads(line)
         if event.get("type") == "call.preempted":
             preempted += 1
+        if event.get("type") == "call.routed" and event["body"].get("reason", "").startswith("stolen"):
+            stolen += 1  # a queued call moved by work stealing
         if event.get("type") != "call.completed":
             continue
         body = event["body"]
@@ -26,7 +28,7 @@ def main() -> None:
     computed = prompt - hits + recomputed
     json.dump({"completed_calls": calls, "preemption_events": preempted, "prompt_tokens": prompt,
                "prefix_hit_tokens": hits, "preemption_recomputed_tokens": recomputed,
-               "computed_prefill_tokens": computed, "calls_per_engine": engines}, sys.stdout, indent=1)
+               "computed_prefill_tokens": computed, "calls_per_engine": engines, "calls_moved_by_stealing": stolen}, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
 

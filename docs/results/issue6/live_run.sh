@@ -3,7 +3,7 @@
 # driven by `autellix loadgen` with the coding workload, once per configuration:
 #   baseline: prefix-cache LRU + least-loaded   (ENGINE_KV_POLICY=prefix-lru ROUTER_POLICY=least-loaded)
 #   issue 6:  retention + affinity + X-Next-Tool (ENGINE_KV_POLICY=workflow ROUTER_AFFINITY=true, --tool-hints)
-# Usage: docs/results/issue6/live_run.sh [programs] [rate]   (defaults 40 programs at 1/s, as the
+# Usage: [CONFIGS="..."] docs/results/issue6/live_run.sh [programs] [rate]   (defaults 40 programs at 1/s, as the
 # simulator's coding_rate1.json). Run from the repository root; each run takes TCT + arrivals
 # (about 7 minutes for the defaults on 2 cores). Writes live_<config>.json and, from the audit
 # stream, live_<config>_events.json (preemptions and their recomputed tokens) next to this script.
@@ -38,5 +38,13 @@ run_config() {
     wait "$up_pid" || true
 }
 
-run_config prefix-lru+least-loaded "ENGINE_KV_POLICY=prefix-lru ROUTER_POLICY=least-loaded" ""
-run_config workflow+affinity "ENGINE_KV_POLICY=workflow ROUTER_AFFINITY=true" "--tool-hints"
+# CONFIGS picks the runs (default: the two above); the ablations: prefix-lru+affinity, workflow+least-loaded
+for config in ${CONFIGS:-prefix-lru+least-loaded workflow+affinity}; do
+    case $config in
+        prefix-lru+least-loaded) run_config "$config" "ENGINE_KV_POLICY=prefix-lru ROUTER_POLICY=least-loaded" "" ;;
+        workflow+affinity) run_config "$config" "ENGINE_KV_POLICY=workflow ROUTER_AFFINITY=true" "--tool-hints" ;;
+        prefix-lru+affinity) run_config "$config" "ENGINE_KV_POLICY=prefix-lru ROUTER_AFFINITY=true" "--tool-hints" ;;
+        workflow+least-loaded) run_config "$config" "ENGINE_KV_POLICY=workflow ROUTER_POLICY=least-loaded" "--tool-hints" ;;
+        *) echo "unknown config $config" >&2; exit 2 ;;
+    esac
+done
