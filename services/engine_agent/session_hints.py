@@ -9,8 +9,9 @@ The engine asks for a call's hint at its first admission and when it finishes
 - `obs_tokens`: the prompt tokens that are new against the session's previous call (its prompt and
   output segments), i.e. what the tool's observation added; the tool profiles learn it.
 
-A hint is computed once per call and kept until the call's engine is done with it (bounded: the
-book holds at most `max_calls` calls and `max_sessions` sessions, least recently used dropped).
+A hint is computed once per call (the engine asks again when the call finishes) and kept in a
+bounded table: the `max_calls` most recent calls, far more than an engine holds at once, and the
+`max_sessions` most recently active sessions; older entries are dropped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def one_call_program_id(call_id: str) -> str:
 
 
 class SessionHintBook:
-    def __init__(self, route_of: Callable[[str], m.RouteCall | None], max_calls: int = 65_536,
+    def __init__(self, route_of: Callable[[str], m.RouteCall | None], max_calls: int = 16_384,
                  max_sessions: int = 65_536) -> None:
         self._route_of = route_of  # call id -> its RouteCall while the agent holds it
         self._hints: OrderedDict[str, SessionHint] = OrderedDict()  # call id -> hint
@@ -53,9 +54,6 @@ class SessionHintBook:
         while len(self._hints) > self._max_calls:
             self._hints.popitem(last=False)
         return hint
-
-    def call_done(self, call_id: str) -> None:
-        self._hints.pop(call_id, None)
 
     def forget_session(self, session_id: str) -> None:
         self._last_context.pop(session_id, None)

@@ -38,7 +38,7 @@ STOLEN = "stolen"  # CancelCall.reason the engine agent recognises (services/eng
 
 class WorkStealer:
     def __init__(self, bus: Bus, chooser: AffinityChooser, engine_request_timeout_s: float,
-                 clock=time.monotonic, max_queued: int = 100_000, max_queued_age_s: float = 600.0) -> None:
+                 clock=time.monotonic, max_queued: int = 100_000, max_queued_age_s: float = 60.0) -> None:
         self.bus = bus
         self.chooser = chooser
         self.timeout_s = engine_request_timeout_s
