@@ -177,6 +177,22 @@ async def _wait_healthy(bus, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
+async def _table_counters(bus) -> dict[str, float]:
+    """The table's own counters from its health detail (batches, mean batch, time per batch)."""
+    from shared.protocol import messages as m
+    from shared.protocol import subjects
+
+    status = await bus.request(subjects.health("process_table"), m.HealthCheck(), timeout_s=2.0)
+    counters = {}
+    for item in status.detail.split():
+        name, _, value = item.partition("=")
+        try:
+            counters[name] = float(value)
+        except ValueError:
+            pass
+    return counters
+
+
 class _CpuMeter:
     """CPU seconds (user + system) of the table, the servers (PostgreSQL with its backends) and this
     driver: CPU per event does not depend on what else the machine runs, wall-clock rates do."""
@@ -239,6 +255,7 @@ async def _measure(nats_url: str, table: _TableProcess, servers: dict[str, int],
         await loadtest.run_throughput(bus, num_events=2000, num_programs=args.programs)  # warm-up, not reported
         drain = await loadtest.run_drain(bus, args.events, args.programs, stop_table, start_table)
         drain_cpu = meter.per_event_us(cpu_at_start, meter.sample(), args.events)
+        drain_table = await _table_counters(bus)
         live = await loadtest.run_throughput(bus, args.live_events, args.programs)
         before = meter.sample()
         propagation = await loadtest.run_propagation(bus, args.rate, args.duration_s, args.propagation_programs)
@@ -249,7 +266,7 @@ async def _measure(nats_url: str, table: _TableProcess, servers: dict[str, int],
         "events_per_s": drain.events_per_s,
         "propagation_ms": {"p50": propagation.p50_ms, "p99": propagation.p99_ms},
         "targets": {"events_per_s": 20_000, "propagation_p99_ms_at_1000_per_s": 20.0},
-        "drain": {**loadtest.as_dict(drain), "cpu_us_per_event": drain_cpu},
+        "drain": {**loadtest.as_dict(drain), "cpu_us_per_event": drain_cpu, "table": drain_table},
         "live": loadtest.as_dict(live),
         "propagation": {**loadtest.as_dict(propagation), "cpu_us_per_event": propagation_cpu},
     }

@@ -19,8 +19,11 @@ MAX_ID_CHARS = 256  # ids are primary-key entries and subject tokens: keep them 
 _INT4_MAX = 2**31 - 1  # the integer columns
 
 
+_INF = math.inf
+
+
 def _finite_nonnegative(value: float | None) -> bool:
-    return value is None or 0 <= value < math.inf  # also rejects NaN
+    return value is None or 0 <= value < _INF  # also rejects NaN
 
 
 @dataclass(slots=True)
@@ -44,19 +47,24 @@ class Completion:
     completed_at_s: float | None = None
 
     def __post_init__(self) -> None:
-        ids = (self.call_id, self.program_id, self.thread_id, self.tenant_id, self.parent_thread_id or "x",
-               self.engine_id or "x")
-        if not all(ids) or "\x00" in "".join(ids) or max(map(len, ids)) > MAX_ID_CHARS:
+        # written out comparison by comparison: this runs for every completion (20K/s)
+        call_id, program_id, thread_id, tenant_id = self.call_id, self.program_id, self.thread_id, self.tenant_id
+        parent, engine = self.parent_thread_id, self.engine_id
+        if (not (call_id and program_id and thread_id and tenant_id)
+                or max(len(call_id), len(program_id), len(thread_id), len(tenant_id), len(parent or ""),
+                       len(engine or "")) > MAX_ID_CHARS
+                or "\x00" in f"{call_id}{program_id}{thread_id}{tenant_id}{parent or ''}{engine or ''}"):
             raise ValueError(f"ids must be non-empty, at most {MAX_ID_CHARS} characters, without NUL "
                              f"(PostgreSQL text cannot hold it)")
-        if not (_finite_nonnegative(self.service_s) and _finite_nonnegative(self.wait_s)):
+        if not (0 <= self.service_s < _INF and 0 <= self.wait_s < _INF):  # also rejects NaN
             raise ValueError(f"call {self.call_id}: service_s and wait_s must be finite and >= 0, "
                              f"got {self.service_s}, {self.wait_s}")
-        if not all(map(_finite_nonnegative, (self.thread_service_at_submit_s, self.submitted_at_s,
-                                             self.completed_at_s))):
+        if not (_finite_nonnegative(self.thread_service_at_submit_s) and _finite_nonnegative(self.submitted_at_s)
+                and _finite_nonnegative(self.completed_at_s)):
             raise ValueError(f"call {self.call_id}: submit base and timestamps must be finite and >= 0")
-        counts = (self.prompt_tokens, self.output_tokens, self.prefix_hit_tokens, self.submit_epoch or 0)
-        if min(counts) < 0 or max(counts) > _INT4_MAX:
+        epoch = self.submit_epoch or 0
+        if not (0 <= self.prompt_tokens <= _INT4_MAX and 0 <= self.output_tokens <= _INT4_MAX
+                and 0 <= self.prefix_hit_tokens <= _INT4_MAX and 0 <= epoch <= _INT4_MAX):
             raise ValueError(f"call {self.call_id}: token counts and submit_epoch must be in [0, {_INT4_MAX}]")
 
 

@@ -58,3 +58,21 @@ def test_completion_rejects_bad_numbers() -> None:
         Completion(call_id="c", program_id="p", thread_id="main", service_s=float("nan"), wait_s=0.0)
     with pytest.raises(ValueError):
         Completion(call_id="", program_id="p", thread_id="main", service_s=1.0, wait_s=0.0)
+
+
+@pytest.mark.parametrize("change", [
+    {"service_s": float("inf")}, {"wait_s": -0.5}, {"wait_s": float("nan")},
+    {"thread_service_at_submit_s": -1.0}, {"completed_at_s": float("inf")}, {"submitted_at_s": float("nan")},
+    {"prompt_tokens": -1}, {"output_tokens": 2**31}, {"prefix_hit_tokens": 2**40}, {"submit_epoch": -2},
+    {"program_id": ""}, {"thread_id": ""}, {"tenant_id": ""}, {"call_id": "x" * 257}, {"engine_id": "e" * 257},
+    {"parent_thread_id": "t" * 257}, {"call_id": "a\x00b"}, {"engine_id": "e\x00"}, {"parent_thread_id": "\x00"},
+])
+def test_completion_rejects_every_bad_field(change) -> None:
+    with pytest.raises(ValueError):
+        Completion(**{"call_id": "c", "program_id": "p", "thread_id": "main", "service_s": 1.0, "wait_s": 0.0,
+                      **change})
+
+
+def test_completion_takes_the_edges() -> None:
+    Completion(call_id="c" * 256, program_id="p", thread_id="main", service_s=0.0, wait_s=0.0, prompt_tokens=2**31 - 1,
+               submit_epoch=0, parent_thread_id="", engine_id=None, thread_service_at_submit_s=0.0)
