@@ -20,6 +20,10 @@ $SIM --workload coding --rates 1 --programs 40 $KV --belady --num-blocks 10000 \
      --json $OUT/coding_rate1_10k_blocks.json --plot $OUT/coding_rate1_10k_blocks.png
 $SIM --workload coding --rates 20 --programs 40 $KV --num-blocks 10000 \
      --json $OUT/coding_peak_10k_blocks.json --plot $OUT/coding_peak_10k_blocks.png
+# between the two: 16,000 blocks, where the rate-1 affinity trace replayed under pressure without
+# thrashing (chosen from the Belady replay above, not from a TCT)
+$SIM --workload coding --rates 1 --programs 40 $KV --num-blocks 16000 \
+     --json $OUT/coding_rate1_16k_blocks.json --plot $OUT/coding_rate1_16k_blocks.png
 # browser
 $SIM --workload browser --rates 2 --programs 40 $KV --belady --json $OUT/browser_rate2.json --plot $OUT/browser_rate2.png
 # multitenant: SLO attainment by tenant class; rate 20 = peak (all programs within 3 s)
