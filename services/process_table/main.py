@@ -7,6 +7,7 @@ SIGINT/SIGTERM, then drains in order: consumers stop after the batch in hand, th
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
@@ -31,6 +32,11 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
             await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
             service = ProcessTableService(bus, engine, settings)
             await service.start()
+            # What start-up built (modules, SQLAlchemy and pydantic machinery: ~100K objects) lives as
+            # long as the process: out of the collector's sight, a full collection walks only the live
+            # data. Measured: full collections paused the event loop 60-100 ms (the propagation tail).
+            gc.collect()
+            gc.freeze()
             await stop.wait()
             log.info("process_table_stopping")
             await service.stop()
