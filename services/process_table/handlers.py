@@ -85,6 +85,7 @@ class ProcessTableService:
         # received here -> update published, per completion (the last 10,000): the table's own share
         # of the propagation delay, beside the transport's
         self.in_service_s: deque[float] = deque(maxlen=10_000)
+        self.batch_db_s: deque[float] = deque(maxlen=1_000)  # per batch (the last 1,000): its tail
 
     async def start(self) -> None:
         bus = self.bus
@@ -168,7 +169,9 @@ class ProcessTableService:
                 continue
             self.num_batches += 1
             self.batch_events_total += len(batch)
-            self.db_s_total += time.perf_counter() - t0
+            db_s = time.perf_counter() - t0
+            self.db_s_total += db_s
+            self.batch_db_s.append(db_s)
             return _Outcome(updates, batch, [])
         return _Outcome([], [], [])
 
@@ -289,10 +292,13 @@ class ProcessTableService:
             return False, f"database: {type(exc).__name__}: {exc}"
         batches = max(1, self.num_batches)
         in_service = sorted(self.in_service_s) or [0.0]
+        batch_db = sorted(self.batch_db_s) or [0.0]
         return True, (f"applied_calls={self.num_applied_calls} batches={self.num_batches} "
                       f"fast_batches={self.applier.num_fast} general_batches={self.applier.num_general} "
                       f"mean_batch={self.batch_events_total / batches:.1f} "
                       f"db_ms_per_batch={1e3 * self.db_s_total / batches:.2f} "
+                      f"db_ms_p50={1e3 * batch_db[len(batch_db) // 2]:.2f} "
+                      f"db_ms_p99={1e3 * batch_db[int(0.99 * (len(batch_db) - 1))]:.2f} "
                       f"publish_ms_per_batch={1e3 * self.publish_s_total / batches:.2f} "
                       f"in_service_ms_p50={1e3 * in_service[len(in_service) // 2]:.2f} "
                       f"in_service_ms_p99={1e3 * in_service[int(0.99 * (len(in_service) - 1))]:.2f}")
