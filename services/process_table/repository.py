@@ -18,7 +18,9 @@ every program still at its cached version)`; if that fails the whole statement r
 hint: a stale entry can cost a miss, never a wrong result.
 
 Row data travels as JSON documents: encoding a dozen array parameters element by element in the
-driver cost more CPU than the insert itself (measured).
+driver cost more CPU than the insert itself (measured). The calls go as jsonb: parsed once, where
+json re-scans each row's text for every `->>` (PostgreSQL CPU per event -20%, measured; one
+object per row with `json_to_recordset` cost more on both sides).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ _INSERT_CALLS = """
         prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s, submitted_at, completed_at)
     SELECT r->>0, r->>1, r->>2, (r->>3)::float8, (r->>4)::float8, (r->>5)::int, (r->>6)::int, (r->>7)::int,
         r->>8, (r->>9)::int, (r->>10)::float8, to_timestamp((r->>11)::float8), to_timestamp((r->>12)::float8)
-    FROM json_array_elements(CAST(:calls AS json)) AS r
+    FROM jsonb_array_elements(CAST(:calls AS jsonb)) AS r
     ON CONFLICT (call_id) DO NOTHING
     RETURNING call_id"""
 
