@@ -24,14 +24,13 @@ def make_engine(backend: str, engine_id: str, policy: SchedulingPolicy, director
                                   kv_retention=kv_retention, **limits)
         return LiteEngine(engine_id, policy, directory, config)
     if backend == "emulated":
-        if kv_retention is not None:
-            raise ValueError("ENGINE_KV_POLICY=workflow runs on the lite backend only")
         from shared.engine.vllm_emulated import EmulatedVllmEngine  # imports vLLM only when built
 
         limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
         try:
             return EmulatedVllmEngine(engine_id, policy, directory, preset=preset,
-                                      starvation=StarvationConfig(beta=None), num_kv_blocks=num_blocks, **limits)
+                                      starvation=StarvationConfig(beta=None), num_kv_blocks=num_blocks,
+                                      kv_retention=kv_retention, **limits)
         except ImportError as exc:
             raise ValueError(f"backend 'emulated' needs vLLM 0.33.0 (pip install -e '.[vllm]'): {exc}") from None
     raise ValueError(f"unknown engine backend {backend!r}; valid: lite, emulated")

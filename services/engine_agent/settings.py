@@ -26,7 +26,7 @@ class EngineAgentSettings(MeshSettings):
     stream_interval_s: float = Field(default=0.05, ge=0, le=1)
     # 1.0 runs each modeled step for its modeled time; 0 runs as fast as the host allows
     time_scale: float = Field(default=1.0, ge=0)
-    # KV between a session's calls (issue 6, lite backend): "prefix-lru" frees a finished call's
+    # KV between a session's calls (issue 6, lite and emulated backends): "prefix-lru" frees a finished call's
     # blocks to the prefix cache (vLLM's default); "workflow" keeps them pinned for the TTL
     # predicted for the client's X-Next-Tool (docs/design/kv_retention.md), capped at this
     engine_kv_policy: Literal["prefix-lru", "workflow"] = "prefix-lru"

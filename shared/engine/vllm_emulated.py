@@ -229,6 +229,11 @@ class EmulatedVllmEngine:
     def retention(self):
         return self.sched.retention
 
+    @property
+    def tool_profiles(self):
+        """The tool classes' learned pauses (present once retention is enabled)."""
+        return self.sched.tool_profiles
+
     def queued_unstarted(self) -> list[QueuedCall]:
         """Waiting calls holding no KV (vLLM frees a preempted request's blocks)."""
         out = []

@@ -102,6 +102,7 @@ class VllmRetention:
         if self.retention is None:
             return False
         self.retention.release(session_id)
+        self._pauses.pop(session_id, None)  # a closed session's pause never ends
         return self._unpin(self._kept.pop(session_id, None))
 
     # ---- scheduler hooks (called by vllm_adapter._CallTracking) ----------------------------------

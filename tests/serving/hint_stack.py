@@ -1,6 +1,6 @@
 """A small serving stack for issue 6's live tests, on its own NATS server (on the shared one the
 session stack's process table and router would answer its requests too): process_table, the
-router with session affinity, N lite engines with the given KV policy and limits, session_api."""
+router with session affinity, N engines (lite or emulated) with the given KV policy and limits, session_api."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from tests.serving.stack import TENANT_KEYS, Stack, _wait_ready
 
 
 async def start_hint_stack(nats_url: str, database_url: str, kv_policy: str, num_engines: int = 1,
-                           num_blocks: int | None = None, max_num_seqs: int | None = None) -> Stack:
+                           num_blocks: int | None = None, max_num_seqs: int | None = None,
+                           backend: str = "lite") -> Stack:
     prefix = uuid.uuid4().hex[:6]
     engine_ids = [f"h{prefix}e{i}" for i in range(num_engines)]
     api_port = free_port()
@@ -51,7 +52,7 @@ async def start_hint_stack(nats_url: str, database_url: str, kv_policy: str, num
         for engine_id in engine_ids:
             stack.agents[engine_id] = await start_agent(EngineAgentSettings(
                 nats_url=nats_url, engine_id=engine_id, heartbeat_interval_s=0.25, engine_num_blocks=num_blocks,
-                engine_max_num_seqs=max_num_seqs, engine_kv_policy=kv_policy, scheduling_policy="fcfs"))
+                engine_max_num_seqs=max_num_seqs, engine_kv_policy=kv_policy, scheduling_policy="fcfs", engine_backend=backend))
 
         async def stop_agents() -> None:
             for agent in list(stack.agents.values()):

@@ -1,5 +1,5 @@
 """Tool hints end to end (issue 6): `X-Next-Tool` through session_api -> router -> engine agent to
-the lite engine's KV retention, through the official `openai` client on real NATS and PostgreSQL.
+the engine's KV retention (lite, and vLLM's block pool in the emulated engine), through the official `openai` client on real NATS and PostgreSQL.
 
 The scenario puts one small engine (128 blocks of 16 tokens) under memory pressure during a
 session's tool pause: session A's first call (640 prompt tokens) declares `run_tests`; two
@@ -22,11 +22,13 @@ HISTORY_TOKENS = 640  # 40 blocks
 FILLER_TOKENS = 960  # 60 blocks each
 
 
-@pytest.fixture(scope="module", params=["workflow", "prefix-lru"])
+@pytest.fixture(scope="module", params=[("lite", "workflow"), ("lite", "prefix-lru"), ("emulated", "workflow")],
+                ids=lambda p: "-".join(p))
 async def small_stack(request, tmp_path_factory, postgres_server, _migrated_template):
+    backend, kv_policy = request.param
     async with hint_stack(tmp_path_factory.mktemp("nats-hints"), postgres_server, _migrated_template,
-                          request.param, num_blocks=NUM_BLOCKS) as running:
-        yield request.param, running
+                          kv_policy, num_blocks=NUM_BLOCKS, backend=backend) as running:
+        yield kv_policy, running
 
 
 def _client(stack) -> openai.AsyncOpenAI:
