@@ -188,7 +188,9 @@ class Bus:
 
     async def publish_event(self, msg: Any, timeout_s: float = 2.0) -> int:
         """Publish a lifecycle event to the audit stream and wait for the stream's ack.
-        Returns the stream sequence. Retried once with the same message id (deduplicated)."""
+        Returns the stream sequence. Retried once: with the same message id (the stream drops the
+        copy), except call completions, which carry none (the process table is idempotent by call id,
+        so a retried completion may be stored twice but never counts twice)."""
         return await jetstream.publish_event(self, msg, timeout_s)
 
     async def publish_event_nowait(self, msg: Any) -> asyncio.Future:
