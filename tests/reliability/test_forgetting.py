@@ -19,6 +19,7 @@ from shared.core.program import ServiceAggregation
 from shared.engine.api import CallCompletion
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 MODEL = "autellix-lite"
@@ -87,10 +88,14 @@ def test_lite_engine_keeps_no_memo_of_one_call_programs_but_does_of_sessions():
 
 # --- the live stack --------------------------------------------------------------------------------
 @pytest.fixture
-async def live(nats_url, postgres_server, _migrated_template, monkeypatch):
+async def live(tmp_path, postgres_server, _migrated_template, monkeypatch):
     # sessions expire 1 s after their last activity, swept every 0.3 s
     monkeypatch.setenv("SESSION_IDLE_TTL_S", "1.0")
     monkeypatch.setenv("SESSION_EXPIRY_INTERVAL_S", "0.3")
+    # its own NATS server: on the shared one the serving tests' stack (session-scoped) would answer
+    # this stack's session requests from another database
+    nats = NatsServer(tmp_path / "nats").start()
+    nats_url = nats.url
     stack = await start_stack(nats_url, postgres_server.create_database(template=_migrated_template))
     bus = None
     controller = None
@@ -107,6 +112,7 @@ async def live(nats_url, postgres_server, _migrated_template, monkeypatch):
         if bus is not None:
             await bus.close()
         await stack.stop()
+        nats.stop()
 
 
 def _held(stack, controller, program_id: str) -> list[str]:
