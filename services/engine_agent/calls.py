@@ -24,6 +24,9 @@ class LiveCall:
     last_chunk_s: float = 0.0  # engine clock of the last chunk sent
     started: bool = False
     requeued: bool = False  # preempted and waiting again (until its next token)
+    # the program view it was submitted against lacked completions the client had seen: its ATLAS
+    # thread base is stale, so the completion records none and the process table takes its own
+    view_behind: bool = False
 
     @property
     def call_id(self) -> str:

@@ -31,13 +31,17 @@ class CachedProgramDirectory:
         # bounded by count: at 50 closes a second this remembers the last 5 minutes
         self._closed: OrderedDict[str, None] = OrderedDict()
         self._closed_capacity = closed_capacity
+        # completions of each held program this view has folded (the table's count from its
+        # updates, raised by local completions): compared with the API's count to tell a stale view
+        self._completed: dict[str, int] = {}
 
     def ledger(self, program_id: str) -> ProgramLedger:
         led = self._ledgers.get(program_id)
         if led is None:
             led = self._ledgers[program_id] = ProgramLedger(program_id)
             while len(self._ledgers) > self._capacity:
-                self._ledgers.popitem(last=False)
+                evicted, _ = self._ledgers.popitem(last=False)
+                self._completed.pop(evicted, None)
         else:
             self._ledgers.move_to_end(program_id)
         return led
@@ -63,6 +67,7 @@ class CachedProgramDirectory:
         led.wait_s = wait_s
         led.thread_service_s.update(thread_service_s)  # updates carry the threads that changed
         led.epoch = epoch
+        self._completed[program_id] = max(self._completed.get(program_id, 0), num_completed_calls)
         return True
 
     def apply_promotion(self, program_id: str, epoch: int | None) -> bool:
@@ -77,17 +82,22 @@ class CachedProgramDirectory:
         return True
 
     def fold_completion(self, done: CallCompletion) -> None:
-        self.ledger(done.program_id).complete_call(
-            done.call_id, done.thread_id, done.service_s, done.wait_s, done.thread_service_at_submit_s,
-            self.aggregation, done.submit_epoch)
+        if self.ledger(done.program_id).complete_call(
+                done.call_id, done.thread_id, done.service_s, done.wait_s, done.thread_service_at_submit_s,
+                self.aggregation, done.submit_epoch):
+            self._completed[done.program_id] = self._completed.get(done.program_id, 0) + 1
         if done.program_id == one_call_program_id(done.call_id) or done.program_id in self._closed:
             # its only call, or a call of a closed session that was still running here; another
             # call of that session still here re-creates the ledger and is forgotten in turn
-            self._ledgers.pop(done.program_id, None)
+            self.forget(done.program_id)
+
+    def view_is_behind(self, program_id: str, completed_calls_before: int | None) -> bool:
+        """The client had seen more of the program's calls complete than this view has folded."""
+        return completed_calls_before is not None and self._completed.get(program_id, 0) < completed_calls_before
 
     def close(self, program_id: str) -> None:
         """The program's session closed or expired: forget it, and ignore its late updates."""
-        self._ledgers.pop(program_id, None)
+        self.forget(program_id)
         self._closed[program_id] = None
         self._closed.move_to_end(program_id)
         while len(self._closed) > self._closed_capacity:
@@ -95,6 +105,7 @@ class CachedProgramDirectory:
 
     def forget(self, program_id: str) -> None:
         self._ledgers.pop(program_id, None)
+        self._completed.pop(program_id, None)
 
     def _ended(self, program_id: str) -> bool:
         """Nothing here needs the program any more: it is not held, and it closed or was a one-call

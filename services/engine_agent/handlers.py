@@ -4,6 +4,7 @@ heartbeats and queue snapshots, and keep the local program directory current."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 
@@ -56,11 +57,13 @@ class EngineAgent:
         if route.call_id in self.calls:
             return m.OkReply(detail="duplicate")  # a retried placement: the call is already here
         now_s = self.stepper.now_s()
+        view_behind = self.directory.view_is_behind(route.program_id, route.completed_calls_before)
         led = self.directory.ledger(route.program_id)
         if route.parent_thread_id is not None:
             led.fork_thread(route.thread_id, route.parent_thread_id)
         self._seq += 1
-        self.calls[route.call_id] = LiveCall(route=route, submitted_s=now_s, rng=random.Random(route.call_id))
+        self.calls[route.call_id] = LiveCall(route=route, submitted_s=now_s, rng=random.Random(route.call_id),
+                                             view_behind=view_behind)
         self.stepper.submit(engine_call(route, now_s, self._seq))
         return m.OkReply(detail=self.engine_id)
 
@@ -129,6 +132,8 @@ class EngineAgent:
 
     async def _finish(self, done: CallCompletion) -> None:
         live = self.calls.pop(done.call_id, None)
+        if live is not None and live.view_behind:
+            done = dataclasses.replace(done, thread_service_at_submit_s=None)  # see LiveCall.view_behind
         self.directory.fold_completion(done)  # local view now; the process table's update follows
         self.num_completed += 1
         if live is None:

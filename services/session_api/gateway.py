@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from services.session_api import recovery
+from services.session_api.call_counts import SessionCallCounts
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
 from services.session_api.limits import CallLimiter
@@ -138,6 +139,8 @@ class CallStream:
                 self.cached_tokens = chunk.prefix_hit_tokens
                 if chunk.error_code:
                     raise _engine_error(chunk)
+                if self.route is not None:
+                    self._gateway.completed_calls.completed(self.route.program_id)
             if self.hold_tokens:
                 self._held.extend(chunk.token_ids)
                 if self.done and self._held:
@@ -196,6 +199,7 @@ class Gateway:
         self.settings = settings
         self.outputs = OutputIndex()
         self.limits = CallLimiter.from_settings(settings)
+        self.completed_calls = SessionCallCounts()  # the ATLAS base's freshness check (call_counts.py)
         self._engine_seen_s: dict[str, float] = {}
         self._engine_started_ns: dict[str, int] = {}
         self._hb_sub: Subscription | None = None
@@ -280,6 +284,7 @@ class Gateway:
         await self.session_info(tenant, session_id)  # 404 for unknown or foreign ids first
         await self._session_request(subjects.session_close(), m.CloseSession(session_id=session_id, tenant=tenant),
                                     session_id)
+        self.completed_calls.forget(session_id)
         return await self.lookup_session(tenant, session_id)
 
     # --- calls ---------------------------------------------------------------------------------
@@ -345,7 +350,8 @@ class Gateway:
             prompt_segments=list(call.prompt_segments), max_tokens=call.max_tokens, stream=True,
             reply_subject=reply_subject, submitted_at_ns=time.time_ns(), model=model,
             primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
-            next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s)
+            next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s,
+            completed_calls_before=self.completed_calls.get(call.program_id))
         try:
             await self.bus.publish_event_unacked(m.CallSubmitted(
                 call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,

@@ -54,7 +54,8 @@ class CallCompletion:
     recomputed_tokens: int  # tokens recomputed after preemptions
     first_token_s: float  # absolute time of the first generated token
     finish_s: float  # absolute time of completion
-    thread_service_at_submit_s: float  # for ATLAS accounting in the process table
+    # for ATLAS accounting in the process table; None: not known here (it takes its own)
+    thread_service_at_submit_s: float | None
     submit_epoch: int  # program ledger epoch at submit (promotion resets invalidate the base)
 
 

@@ -139,6 +139,9 @@ class RouteCall:
     # the client's own estimate of that pause (already clamped by the API), None if not given
     next_tool: str | None = None
     next_tool_idle_s: float | None = None
+    # how many of the session's calls the API had seen complete when this one was sent: an engine
+    # whose view has folded fewer records no ATLAS thread base (the process table takes its own)
+    completed_calls_before: int | None = None
 
 
 @message("engine.run_call")

@@ -43,3 +43,27 @@ def test_an_update_from_a_newer_epoch_resets_threads_first():
     d.apply_update("p", 1.0, 0.0, {"t1": 1.0}, epoch=1)  # we missed the promotion event itself
     led = d.ledger("p")
     assert (led.epoch, led.thread_service("main"), led.thread_service("t1")) == (1, 0.0, 1.0)
+
+
+def test_a_view_is_behind_while_it_has_folded_fewer_completions_than_the_client_saw():
+    d = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
+    assert not d.view_is_behind("p", None)  # a one-call program: nothing to compare
+    assert not d.view_is_behind("p", 0)  # the session's first call
+    assert d.view_is_behind("p", 1)  # its first call ran elsewhere; the table's update is not here yet
+    d.apply_update("p", 2.0, 0.0, {"main": 2.0}, epoch=0, num_completed_calls=1)
+    assert not d.view_is_behind("p", 1)
+    d.fold_completion(_done("c2", 1.0, base=2.0))  # a local completion counts at once
+    assert not d.view_is_behind("p", 2)
+    d.fold_completion(_done("c2", 1.0, base=2.0))  # a duplicate does not
+    assert d.view_is_behind("p", 3)
+    d.apply_update("p", 3.0, 0.0, {"main": 3.0}, epoch=0, num_completed_calls=2)  # an older count
+    assert d.view_is_behind("p", 3) and not d.view_is_behind("p", 2)
+    d.forget("p")
+    assert d.view_is_behind("p", 1)  # forgotten: nothing folded
+
+
+def test_a_completion_without_a_base_takes_the_views_own_thread_service():
+    d = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
+    d.fold_completion(_done("c1", 2.0))
+    d.fold_completion(_done("c2", 1.0, base=None))  # submitted against a stale view
+    assert d.ledger("p").thread_service("main") == 3.0 and d.ledger("p").service_s == 3.0
