@@ -9,8 +9,9 @@ entry is dropped whenever a write that involved it fails, so the cache never get
 database. Correctness does not rest on it: the fast path checks each program's version in the
 same statement that writes it.
 
-Memory: the service forgets a program when its session is closed or expires, so the cache follows
-the open sessions, not the history of a long run; the LRU bound is the backstop (for open sessions
+Memory: the service forgets a program when its session is closed or expires, and never caches a
+one-call program (`call-<id>`, complete with its one call), so the cache follows the open
+sessions, not the history of a long run; the LRU bound is the backstop (for open sessions
 beyond it, and for the rare late completion that brings a closed session back in).
 """
 
@@ -23,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.process_table.fold import Completion, ProgramRow
 from services.process_table.repository import Applied, FastPathMissed, apply_completions, apply_known
 from services.process_table.views import ServiceUpdate
+from shared.protocol.programs import is_one_call_program
 
 MAX_CACHED_PROGRAMS = 100_000
 
@@ -82,7 +84,9 @@ class BatchApplier:
         except BaseException:
             self.cache.drop(program_ids)
             raise
-        self.cache.put(applied.rows)
+        # a one-call program's only call is in: nothing will read its row again (a redelivered
+        # duplicate takes the general path), so it is not cached
+        self.cache.put([row for row in applied.rows if not is_one_call_program(row.program_id)])
         return applied.updates
 
     async def _fast(self, completions: list[Completion], program_ids: set[str]) -> Applied | None:

@@ -12,6 +12,7 @@ from shared.bus import RemoteError
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+from shared.protocol.programs import one_call_program_id
 from tests.process_table.conftest import eventually, new_id
 
 
@@ -253,3 +254,19 @@ async def test_closed_and_expired_sessions_leave_the_program_cache(start_process
     # a late completion of a closed session is still applied
     await bus.publish_event(completion(closed, new_id("c"), 0.1, 0.0))
     await eventually(lambda: _lookup_has(bus, closed, lambda i: i.num_completed_calls == 2))
+
+
+async def test_a_one_call_program_is_applied_but_not_cached(start_process_table, bus) -> None:
+    """A call sent without a session is a whole program (`call-<id>`): once its completion is in,
+    nothing reads its row again, so a long run of them leaves the cache as it was."""
+    service = await start_process_table()
+    call_id = new_id("c")
+    program_id = one_call_program_id(call_id)
+    await bus.publish_event(completion(program_id, call_id, 0.2, 0.0))
+    await eventually(lambda: _applied(service, 1))
+    assert program_id not in service.applier.cache
+    await bus.publish_event(completion(program_id, call_id, 0.2, 0.0))  # a redelivery: the general path
+    session = new_id("s")
+    await bus.publish_event(completion(session, new_id("c"), 0.1, 0.0))
+    await eventually(lambda: _applied(service, 2))
+    assert session in service.applier.cache and program_id not in service.applier.cache
