@@ -8,7 +8,9 @@ Two replays per program (promoted programs are skipped: a promotion resets the l
   does not depend on the order; a forked thread's floor (its parent's s_T when the table first saw
   the thread) does. So each stored s_T must lie between the thread's own maximum (base + service
   over its calls) and that maximum raised to its parent's final s_T; the critical path (max s_T)
-  and, for a critical-path program, S_p must equal the max of the stored s_T. Outside those bounds
+  and, for a critical-path program, S_p must equal the max of the stored s_T. A call that recorded
+  no base (its engine's view lacked completions the client had seen; the table took its own base)
+  raises the upper bound to the thread's causal value below. Outside those bounds
   is an arithmetic error of the table: service lost or counted twice (`mismatches`). Inside them
   but off the completion-order replay (`order_dependent`): a fork floored by a parent whose earlier
   completion the table applied later (a completion re-published after a fault), reported.
@@ -69,16 +71,19 @@ def _replay(program_id: str, rows: list, parents: dict[str, str | None], aggrega
     return led, stale_s, stale_n
 
 
-def _own_maxima(rows: list) -> dict[str, float]:
-    """Per thread, max over its calls of recorded base + service (None if a base is missing)."""
+def _own_maxima(rows: list) -> tuple[dict[str, float], set[str]]:
+    """Per thread, max over its calls of recorded base + service (a missing base counts 0), and
+    the threads with a call that recorded no base (its engine's view was behind: the table took
+    its own base when it applied the call)."""
     own: dict[str, float] = {}
-    missing: set[str] = set()
+    unbased: set[str] = set()
     for c in rows:
-        if c.thread_service_at_submit_s is None:
-            missing.add(c.thread_id)
-            continue
-        own[c.thread_id] = max(own.get(c.thread_id, 0.0), c.thread_service_at_submit_s + c.service_s)
-    return {t: v for t, v in own.items() if t not in missing}
+        base = c.thread_service_at_submit_s
+        if base is None:
+            unbased.add(c.thread_id)
+            base = 0.0
+        own[c.thread_id] = max(own.get(c.thread_id, 0.0), base + c.service_s)
+    return own, unbased
 
 
 def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | frozenset[str],
@@ -105,7 +110,8 @@ def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | f
         stored = stored_threads.get(p.id, {})
         check.threads_checked += len(stored)
         tol = tolerance_s * max(1, len(rows))
-        own = _own_maxima(rows)
+        own, unbased = _own_maxima(rows)
+        causal, stale_s, stale_n = _replay(p.id, rows, parents.get(p.id, {}), aggregation, recorded=False)
         program_parents = parents.get(p.id, {})
         problems, reordered = [], []
         for t, v in sorted(led.thread_service_s.items()):
@@ -115,6 +121,8 @@ def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | f
             low = own.get(t)
             parent = program_parents.get(t)
             high = max(low, stored.get(parent, 0.0)) if low is not None and parent is not None else low
+            if t in unbased and low is not None:  # the table's own base: at most what completed before
+                high = max(high, causal.thread_service(t))
             if low is not None and low - tol <= got <= high + tol:
                 reordered.append(f"s_T[{t}] {got:.6f} (completion order {v:.6f}, bounds {low:.6f}..{high:.6f})")
             else:
@@ -128,7 +136,6 @@ def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | f
         elif reordered:
             check.order_dependent += 1
             check.details.append(f"{p.id} (order): " + "; ".join(reordered))
-        causal, stale_s, stale_n = _replay(p.id, rows, parents.get(p.id, {}), aggregation, recorded=False)
         check.stale_base_calls += stale_n
         check.stale_base_total_s += stale_s
         shortfall = max(causal.thread_service_s.values(), default=0.0) - stored_path

@@ -65,3 +65,15 @@ def test_a_fork_floored_before_its_parents_completion_was_applied_is_order_depen
     threads = [*THREADS[:2], Row(program_id="s-1", thread_id="right", parent_thread_id="main", service_s=0.5)]
     check = check_atlas([_program("critical_path", 3.0)], calls, threads, {"s-1"}, 1e-6)
     assert (check.mismatches, check.order_dependent) == (0, 1), check.details
+
+
+def test_a_call_without_a_base_applied_out_of_order_is_order_dependent_not_a_mismatch():
+    # "d" was sent against an engine view that lacked "a" (no base recorded); the table applied it
+    # before "a" (a redelivery after a fault), so main ends at max(1.0, 0.25) = 1.0, not 1.25
+    calls = [*CALLS[:3], _call("d", "main", 0.25, None, 4)]
+    threads = [Row(program_id="s-1", thread_id="main", parent_thread_id=None, service_s=1.0), *THREADS[1:]]
+    check = check_atlas([_program("critical_path", 3.0)], calls, threads, {"s-1"}, 1e-6)
+    assert check.mismatches == 0 and check.order_dependent == 1, check.details
+    # above what completed before it: service counted twice, an error
+    over = [Row(program_id="s-1", thread_id="main", parent_thread_id=None, service_s=1.5), *THREADS[1:]]
+    assert check_atlas([_program("critical_path", 3.0)], calls, over, {"s-1"}, 1e-6).mismatches == 1
