@@ -15,10 +15,10 @@ import random
 import time
 from dataclasses import dataclass
 
-import httpx
 import numpy as np
 
 from loadgen.chaos.stack import ChaosStack
+from loadgen.live.lean_http import ERRORS, LeanHttpPool
 
 
 @dataclass
@@ -26,13 +26,13 @@ class HoldPlan:
     minutes: float = 10.0
     fraction: float = 0.8
     measure_step_s: float = 10.0
-    concurrency_steps: tuple[int, ...] = (16, 32, 64, 128)
+    concurrency_steps: tuple[int, ...] = (16, 32, 64, 128, 256)  # up to max_in_flight
     max_tokens: int = 24
     prompt_chars: int = 400
     seed: int = 0
-    # calls in flight at most: past it, arrivals wait for a slot (counted as late) instead of piling
-    # up; thousands of requests queued in one httpx pool made the client itself crawl (its pool
-    # assigns requests to connections in O(queued x connections)), a harness collapse, not the stack's
+    # calls in flight at most (one connection each): past it, arrivals wait for a slot (counted as
+    # late). The client is the lean pool (loadgen/live/lean_http.py): with httpx, 256 requests in
+    # its pool made the client crawl while the stack idled (engines empty, API at 9% of a core)
     max_in_flight: int = 256
 
 
@@ -49,19 +49,18 @@ async def _closed_loop(stack: ChaosStack, plan: HoldPlan, concurrency: int, firs
     t0 = time.monotonic()
     stop_at = t0 + plan.measure_step_s
 
-    async def client(http: httpx.AsyncClient) -> None:
+    async def client(http: LeanHttpPool) -> None:
         while time.monotonic() < stop_at:
             counts["n"] += 1
             n = counts["n"]
             try:
-                resp = await http.post("/v1/chat/completions", json=_payload(plan, n),
-                                       headers={"Authorization": f"Bearer {keys[n % len(keys)]}"})
-                counts["completed" if resp.status_code == 200 else "errors"] += 1
-            except httpx.HTTPError:
+                status, _ = await http.post_json("/v1/chat/completions", _payload(plan, n),
+                                                 {"Authorization": f"Bearer {keys[n % len(keys)]}"})
+                counts["completed" if status == 200 else "errors"] += 1
+            except ERRORS:
                 counts["errors"] += 1
 
-    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60.0,
-                                 limits=httpx.Limits(max_connections=concurrency)) as http:
+    async with LeanHttpPool(stack.api_url, concurrency) as http:
         await asyncio.gather(*(client(http) for _ in range(concurrency)))
     return counts["completed"], counts["errors"], time.monotonic() - t0
 
@@ -92,14 +91,15 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
     minutes: list[dict] = []
     tasks: set[asyncio.Task] = set()
 
-    async def one(http: httpx.AsyncClient, n: int) -> None:
+    async def one(http: LeanHttpPool, n: int) -> None:
         t0 = time.monotonic()
         headers = {"Authorization": f"Bearer {keys[n % len(keys)]}"}
         try:
-            resp = await http.post("/v1/chat/completions", json=_payload(plan, n), headers=headers)
-            ok = resp.status_code == 200
-            code = str(resp.status_code)
-        except httpx.HTTPError as exc:
+            status, _ = await asyncio.wait_for(http.post_json("/v1/chat/completions", _payload(plan, n), headers),
+                                               60.0)
+            ok = status == 200
+            code = str(status)
+        except (*ERRORS, TimeoutError) as exc:
             ok, code = False, type(exc).__name__
         finally:
             slots.release()
@@ -116,8 +116,7 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
     end = t_start + plan.minutes * 60.0
     next_minute = t_start + 60.0
     n = 0
-    async with httpx.AsyncClient(base_url=stack.api_url, timeout=60.0,
-                                 limits=httpx.Limits(max_connections=plan.max_in_flight)) as http:
+    async with LeanHttpPool(stack.api_url, plan.max_in_flight) as http:
         next_at = t_start
         while time.monotonic() < end:
             next_at += rng.expovariate(rate_per_s)

@@ -33,6 +33,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from loadgen.live.lean_http import LeanHttpPool
 from loadgen.live.report import percentile
 from loadgen.live.stack_process import start_stack
 from shared.bus import Bus
@@ -89,42 +90,22 @@ def _check_answer(answer: dict) -> None:
 
 
 class LeanHttp:
-    """Keep-alive HTTP/1.1 POSTs of one fixed chat request over a pool of raw connections."""
+    """One fixed chat request, sent over the lean keep-alive pool (`loadgen.live.lean_http`)."""
 
     def __init__(self, url: str, api_key: str, size: int) -> None:
-        parsed = httpx.URL(url)
-        self._host, self._port, self._size = parsed.host, parsed.port, size
-        body = json.dumps(CHAT_BODY).encode()
-        self._request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
-                         f"Authorization: Bearer {api_key}\r\nContent-Type: application/json\r\n"
-                         f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-        self._pool: asyncio.Queue = asyncio.Queue()
+        self._pool = LeanHttpPool(url, size)
+        self._request = self._pool.request_bytes("/v1/chat/completions", json.dumps(CHAT_BODY).encode(),
+                                                 {"Authorization": f"Bearer {api_key}"})
 
     async def __aenter__(self) -> LeanHttp:
-        for _ in range(self._size):
-            self._pool.put_nowait(await asyncio.open_connection(self._host, self._port))
+        await self._pool.__aenter__()
         return self
 
     async def __aexit__(self, *exc) -> None:
-        while not self._pool.empty():
-            _, writer = self._pool.get_nowait()
-            writer.close()
+        await self._pool.__aexit__(*exc)
 
     async def chat(self) -> dict:
-        reader, writer = await self._pool.get()
-        try:
-            writer.write(self._request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            status = int(lines[0].split(" ", 2)[1])
-            length = next(int(v) for k, _, v in (line.partition(":") for line in lines[1:])
-                          if k.lower() == "content-length")
-            data = await reader.readexactly(length)
-        except BaseException:
-            writer.close()  # a half-read answer leaves the connection unusable
-            self._pool.put_nowait(await asyncio.open_connection(self._host, self._port))
-            raise
-        self._pool.put_nowait((reader, writer))
+        status, data = await self._pool.send(self._request)
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {data[:300]!r}")
         return json.loads(data)
