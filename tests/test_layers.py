@@ -5,7 +5,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-VLLM_MODULES = {ROOT / "shared" / "engine" / "vllm_adapter.py", ROOT / "shared" / "engine" / "vllm_retention.py"}
+VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py")}
 
 
 def _imports(path: pathlib.Path) -> set[str]:

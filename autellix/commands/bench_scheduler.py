@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.running < 1 or args.cycles < 1 or args.rounds < 1 or args.waiting < 0:
         raise ValueError("--running, --cycles and --rounds must be >= 1 and --waiting >= 0")
     try:
-        from shared.engine import vllm_adapter as va
+        from shared.engine import vllm_cpu as va
+        from shared.engine.vllm_adapter import VLLM_VERSION
     except ImportError as exc:
         raise ValueError(f"bench-scheduler needs vLLM (pip install -e '.[vllm]'): {exc}") from None
     kinds = {"stock": "stock-fcfs", "stock-priority": "stock-priority", "autellix": "autellix"}
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     ratio_prio = statistics.median(a / b for a, b in zip(samples["autellix"], samples["stock-priority"], strict=True))
     result = {
         "benchmark": "schedule+update cycle, vLLM 0.33.0 V1 scheduler on CPU",
-        "vllm_version": va.VLLM_VERSION, "scheduler_classes": "async" if args.async_class else "sync",
+        "vllm_version": VLLM_VERSION, "scheduler_classes": "async" if args.async_class else "sync",
         "policy": args.policy, "running": args.running, "waiting": args.waiting,
         "cycles": args.cycles * args.rounds, "machine": f"{platform.machine()} {platform.processor()}".strip(),
         "median_cycle_us": {k: round(v * 1e6, 1) for k, v in med.items()},

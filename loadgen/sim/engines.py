@@ -55,7 +55,7 @@ def check_available(options: EngineOptions) -> None:
         raise ValueError("the emulated engine (vLLM's scheduler) preempts by recompute only; "
                          "use --preemption recompute or --engine lite")
     try:
-        import shared.engine.vllm_adapter  # noqa: F401  (the one module that imports vLLM)
+        import shared.engine.vllm_adapter  # noqa: F401  (imports vLLM: is it installed?)
     except ImportError:
         raise ValueError("--engine emulated needs vLLM 0.33.0 (pip install -e '.[vllm]'); "
                          "use --engine lite without it") from None

@@ -5,7 +5,7 @@ No model runs: each step's duration comes from the cost model (shared/engine/cos
 equal token ids), and a call's output tokens are exactly the tokens of its segment
 `out:<call id>`, so a later prompt that repeats a history hits vLLM's own prefix cache.
 
-This module does not import vLLM itself; it reaches it through `shared.engine.vllm_adapter`
+This module does not import vLLM itself; it reaches it through `shared.engine.vllm_cpu`
 (imported when an engine is built, so importing this module never needs vLLM).
 """
 
@@ -91,7 +91,7 @@ class EmulatedVllmEngine:
                  chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
                  max_model_len: int = 131072, kv_retention: RetentionConfig | None = None) -> None:
-        from shared.engine import vllm_adapter as va  # the one module that imports vLLM
+        from shared.engine import vllm_cpu as va  # vLLM's scheduler on the CPU (imports vLLM)
 
         self._va = va
         self.engine_id = engine_id

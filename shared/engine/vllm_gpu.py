@@ -25,9 +25,10 @@ class VllmGpuEngine:
     def __init__(self, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory, *, model: str,
                  starvation: StarvationConfig | None = None, baseline: str | None = None,
                  kv_retention: RetentionConfig | None = None, **core_kwargs: Any) -> None:
-        from shared.engine import vllm_adapter as va  # the one module that imports vLLM
+        from shared.engine import vllm_adapter as va  # imports vLLM
+        from shared.engine import vllm_cpu  # request building and KV reads (no CPU scheduler here)
 
-        self._va = va
+        self._va = vllm_cpu
         self.engine_id = engine_id
         settings = SchedulerSettings(policy=policy, starvation=starvation or StarvationConfig())
         self.core = va.build_engine_core(model=model, kind=scheduler_kind_for(policy, baseline),

@@ -16,3 +16,11 @@ def import_adapter():
             raise
         pytest.skip(f"vllm==0.33.0 is not installed ({exc}); pip install -e '.[vllm]'", allow_module_level=True)
     return vllm_adapter
+
+
+def import_cpu():
+    """`shared.engine.vllm_cpu` (building and driving vLLM's scheduler on the CPU), or skip as above."""
+    import_adapter()
+    from shared.engine import vllm_cpu
+
+    return vllm_cpu

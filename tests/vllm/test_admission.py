@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.vllm.needs_vllm import import_adapter
+from tests.vllm.needs_vllm import import_adapter, import_cpu
 
-va = import_adapter()
+adapter = import_adapter()
+va = import_cpu()
 pytestmark = pytest.mark.vllm
 
 
@@ -65,7 +66,7 @@ def test_async_scheduler_class_runs_and_preempts():
     drives it: schedule step N+1 before step N's output is processed."""
     sched = va.build_cpu_scheduler(num_blocks=400, max_num_seqs=1, max_model_len=4096, sync=False,
                                    settings={"policy": "plas"})
-    assert isinstance(sched, va.ProgramAwareScheduler)
+    assert isinstance(sched, adapter.ProgramAwareScheduler)
     sched.program_state.directory.ledger("A").service_s = 10.0
     sched.add_request(va.make_request("a0", list(range(100)), 50, 0.0, {"autellix": {"program_id": "A"}}))
     in_flight = []

@@ -1,0 +1,152 @@
+"""vLLM's real V1 scheduler and KV cache manager on the CPU: no GPU, no weights, no hub.
+
+Builds a scheduler of any of our classes (`vllm_adapter.scheduler_class`) with its KV sized by hand,
+makes requests, reads what a step scheduled, and fabricates what a GPU worker would return. The
+`emulated` engine (`shared.engine.vllm_emulated`) and the tests drive vLLM through these; one of the
+three modules that import vLLM (with `vllm_adapter` and `vllm_retention`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
+
+import torch  # noqa: E402
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import sha256  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+from shared.engine.program_sched import CONFIG_KEY  # noqa: E402
+from shared.engine.vllm_adapter import BLOCK_SIZE, scheduler_class  # noqa: E402
+
+
+def _tiny_model_dir(max_model_len: int) -> str:
+    """ModelConfig needs only a config.json when the tokenizer is skipped."""
+    d = tempfile.mkdtemp(prefix="autellix-tiny-llama-")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                   "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+                   "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": max_model_len,
+                   "torch_dtype": "float32"}, f)
+    return d
+
+
+_HASH_READY = False
+
+
+def block_hasher():
+    global _HASH_READY
+    if not _HASH_READY:
+        init_none_hash(sha256)
+        _HASH_READY = True
+    return get_request_block_hasher(BLOCK_SIZE, sha256)
+
+
+def build_cpu_scheduler(*, num_blocks: int, kind: str = "autellix", settings: dict | None = None,
+                        max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+                        chunked_prefill: bool = True, prefix_caching: bool = True,
+                        max_model_len: int = 131072, sync: bool = True, log_stats: bool = False) -> Scheduler:
+    """vLLM's real V1 scheduler and KV cache manager on the CPU, KV sized by hand."""
+    cls, queue_policy = scheduler_class(kind, sync)
+    mc = ModelConfig(model=_tiny_model_dir(max_model_len), skip_tokenizer_init=True, dtype="float32",
+                     max_model_len=max_model_len, seed=0)
+    if not chunked_prefill:
+        max_num_batched_tokens = max(max_num_batched_tokens, max_model_len)  # whole prefills must fit
+    sc = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         max_model_len=max_model_len, is_encoder_decoder=False, policy=queue_policy,
+                         enable_chunked_prefill=chunked_prefill, async_scheduling=not sync,
+                         scheduler_cls=cls)
+    cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
+    vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc,
+                    device_config=DeviceConfig(device="cpu"),
+                    additional_config={CONFIG_KEY: dict(settings or {})})
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec(["layer0"], FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1,
+                                                       dtype=torch.float32))])
+    vc.cache_config.num_gpu_blocks = num_blocks  # normally set by GPU memory profiling
+    sched_cls = vc.scheduler_config.get_scheduler_cls()
+    return sched_cls(vllm_config=vc, kv_cache_config=kv, block_size=BLOCK_SIZE,
+                     structured_output_manager=StructuredOutputManager(vc), log_stats=log_stats)
+
+
+def make_request(request_id: str, prompt_token_ids: list[int], max_tokens: int, arrival_s: float,
+                 extra_args: dict | None = None, priority: int = 0, hasher=None,
+                 ignore_eos: bool = True) -> Request:
+    """A vLLM request; with ignore_eos it generates exactly `max_tokens` tokens (as in the paper)."""
+    sp = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, extra_args=extra_args)
+    return Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling_params=sp,
+                   pooling_params=None, priority=priority, arrival_time=arrival_s,
+                   block_hasher=hasher if hasher is not None else block_hasher())
+
+
+def scheduled_work(sched: Scheduler, so: SchedulerOutput) -> tuple[int, int, list[tuple[int, int]]]:
+    """(tokens, summed decode contexts, prefill chunks as (new, context after)) of a sync step."""
+    decode_ctx = 0
+    chunks: list[tuple[int, int]] = []
+    for rid, n in so.num_scheduled_tokens.items():
+        r = sched.requests[rid]
+        after = r.num_computed_tokens  # already advanced by schedule()
+        if n == 1 and after >= r.num_tokens:
+            decode_ctx += after
+        else:
+            chunks.append((n, after))
+    return so.total_num_scheduled_tokens, decode_ctx, chunks
+
+
+def fake_runner_output(sched: Scheduler, so: SchedulerOutput,
+                       next_token: Callable[[str, int], int]) -> ModelRunnerOutput:
+    """What a GPU worker would return: the next token of every request whose prompt is fully
+    computed (`next_token(request_id, output_index)`), nothing for a partial prefill chunk."""
+    req_ids = list(so.num_scheduled_tokens)
+    sampled = []
+    for rid in req_ids:
+        r = sched.requests[rid]
+        sampled.append([next_token(rid, r.num_output_tokens)] if r.num_computed_tokens >= r.num_tokens else [])
+    return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                             sampled_token_ids=sampled)
+
+
+def kv_usage(sched: Scheduler) -> tuple[int, int]:
+    """(used blocks, total blocks) of the KV cache."""
+    pool = sched.kv_cache_manager.block_pool
+    total = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+    return total - pool.get_num_free_blocks(), total
+
+
+def cached_prefix_tokens(sched: Scheduler, token_ids: list[int], hasher=None) -> int:
+    """Prompt tokens the prefix cache holds for these token ids (a routing hint; no side effects)."""
+    probe = make_request("__autellix_probe__", token_ids, 1, 0.0, hasher=hasher)
+    _, num_cached, _ = sched.kv_cache_manager.get_computed_blocks(probe)
+    return num_cached
+
+
+def abort_request(sched: Scheduler, request_id: str) -> bool:
+    """Abort a queued or running request; False when it is unknown or already finished."""
+    return bool(sched.finish_requests(request_id, RequestStatus.FINISHED_ABORTED))
+
+
+def remaining_tokens(sched: Scheduler) -> int:
+    """Tokens still to process (prompt and recomputation plus outputs to generate), for routing."""
+    total = 0
+    for r in sched.requests.values():
+        if not r.is_finished():
+            total += r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
+    return total
+
+
+def make_emulated_engine(engine_id: str, policy, directory, preset: str = "llama3.1-8b-a100", **options):
+    """The `emulated` engine (vLLM's scheduler on CPU, cost-model time); see vllm_emulated."""
+    from shared.engine.vllm_emulated import EmulatedVllmEngine
+
+    return EmulatedVllmEngine(engine_id, policy, directory, preset=preset, **options)
