@@ -23,11 +23,7 @@ from shared.core.kv_retention import RetentionConfig
 from shared.engine.api import EngineCall, output_segment_id
 from shared.engine.lite.retention import SessionHint
 from shared.protocol import messages as m
-
-
-def one_call_program_id(call_id: str) -> str:
-    """The program id the API gives a call sent without a session."""
-    return f"call-{call_id}"
+from shared.protocol.programs import one_call_program_id
 
 
 class SessionHintBook:

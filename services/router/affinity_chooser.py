@@ -19,8 +19,7 @@ from services.router.decision import EngineChooser, NoEngineError, RouteRequest
 from services.router.engine_table import EngineTable
 from shared.core.affinity import AffinityConfig, Pin, route_with_affinity
 from shared.core.routing import RouteDecision, RouterName
-
-ONE_CALL_PREFIX = "call-"  # program id the API gives a call sent without a session
+from shared.protocol.programs import is_one_call_program
 
 
 class AffinityChooser(EngineChooser):
@@ -46,7 +45,7 @@ class AffinityChooser(EngineChooser):
         if pin is None and req.primary_engine is not None:
             pin = Pin(req.primary_engine, 0)  # placed by another replica: its KV is there
         route = route_with_affinity(req.program_id, pin, loads)
-        if not req.program_id.startswith(ONE_CALL_PREFIX):
+        if not is_one_call_program(req.program_id):
             if pin is not None and route.pin.engine_id != pin.engine_id:
                 self.num_repins += 1
             self._pins[req.program_id] = route.pin

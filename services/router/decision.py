@@ -13,12 +13,7 @@ from dataclasses import dataclass
 
 from services.router.engine_table import EngineTable
 from shared.core.routing import RouteDecision, RouterName, choose_engine
-
-ONE_CALL_PREFIX = "call-"  # the program id the API gives a call sent without a session
-
-
-def is_one_call_program(program_id: str) -> bool:
-    return program_id.startswith(ONE_CALL_PREFIX)
+from shared.protocol.programs import is_one_call_program
 
 
 class NoEngineError(Exception):

@@ -25,6 +25,7 @@ from services.session_api.tool_hints import with_hint
 from shared.core.program import ROOT_THREAD
 from shared.engine.api import Segment
 from shared.protocol import subjects
+from shared.protocol.programs import one_call_program_id
 
 SESSION_HEADER = "x-session-id"
 THREAD_HEADER = "x-thread-id"
@@ -112,7 +113,7 @@ def _prepared(session_id: str | None, thread_id: str, parent: str | None, segmen
     max_tokens = requested_max or settings.default_max_tokens
     _check_limits(prompt_tokens, max_tokens, settings)
     call_id = new_call_id()
-    return PreparedCall(call_id=call_id, session_id=session_id, program_id=session_id or f"call-{call_id}",
+    return PreparedCall(call_id=call_id, session_id=session_id, program_id=session_id or one_call_program_id(call_id),
                         thread_id=thread_id, parent_thread_id=parent, prompt_tokens=prompt_tokens,
                         prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter())
 

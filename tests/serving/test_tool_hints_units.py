@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from services.engine_agent.session_hints import SessionHintBook, one_call_program_id
+from services.engine_agent.session_hints import SessionHintBook
 from services.router.affinity_chooser import AffinityChooser
 from services.router.decision import RouteRequest
 from services.router.engine_table import EngineState, EngineTable
@@ -16,6 +16,7 @@ from services.session_api.tool_hints import MAX_IDLE_S, parse_idle_s, parse_tool
 from shared.core.affinity import AffinityConfig
 from shared.engine.api import EngineCall, output_segment_id
 from shared.protocol import messages as m
+from shared.protocol.programs import one_call_program_id
 
 
 # --- the API's parsing --------------------------------------------------------------------------
