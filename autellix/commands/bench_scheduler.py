@@ -1,6 +1,6 @@
 """`autellix bench-scheduler`: cost of one schedule + update cycle, our vLLM scheduler vs stock.
 
-Both run side by side in one process on vLLM 0.33.0's real V1 scheduler (CPU, no model): the same
+Both run side by side in one process on vLLM 0.32's real V1 scheduler (CPU, no model): the same
 requests, decoding in a full batch, measured in interleaved rounds so drift hits both alike. Only
 `schedule()` and `update_from_output()` are timed (the fake model output is built outside the timer).
 """
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     ratio = statistics.median(a / b for a, b in zip(samples["autellix"], samples["stock"], strict=True))
     ratio_prio = statistics.median(a / b for a, b in zip(samples["autellix"], samples["stock-priority"], strict=True))
     result = {
-        "benchmark": "schedule+update cycle, vLLM 0.33.0 V1 scheduler on CPU",
+        "benchmark": "schedule+update cycle, vLLM 0.32 V1 scheduler on CPU",
         "vllm_version": VLLM_VERSION, "scheduler_classes": "async" if args.async_class else "sync",
         "policy": args.policy, "running": args.running, "waiting": args.waiting,
         "cycles": args.cycles * args.rounds, "machine": f"{platform.machine()} {platform.processor()}".strip(),

@@ -26,7 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="HTTP API port (default 8000)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP API address (default 127.0.0.1)")
     p.add_argument("--engines", type=int, default=2, help="engine agents to run (default 2)")
-    p.add_argument("--backend", default="lite", choices=BACKENDS, help="engine backend (default lite)")
+    p.add_argument("--backend", default="lite", choices=BACKENDS,
+                   help="engine backend: vllm (a real vLLM engine per agent), or the simulated lite / emulated "
+                        "(default lite)")
+    p.add_argument("--model", default="", help="backend vllm: a model folder, a hub id, or 'tiny' (a tiny "
+                   "random-weight Llama made on the spot, for CPUs)")
+    p.add_argument("--vllm-args", default="", help="backend vllm: more `vllm serve` flags for every engine, "
+                   "as one string (e.g. '--max-model-len 8192 --gpu-memory-utilization 0.85')")
     p.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (0: any free one)")
     p.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="external NATS (default $NATS_URL)")
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
@@ -34,19 +40,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--services", default="",
                    help="comma list of services to run (default: every installed one)")
     p.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
-    p.add_argument("--startup-timeout", type=float, default=60.0, help="seconds to become healthy")
+    p.add_argument("--startup-timeout", type=float, default=None,
+                   help="seconds to become healthy (default 60; 300 with --backend vllm)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.nats_port <= 65535:
         raise ValueError(f"--nats-port must be in 0..65535, got {args.nats_port}")
+    if args.startup_timeout is None:
+        args.startup_timeout = 300.0 if args.backend == "vllm" else 60.0
     if not args.startup_timeout > 0:
         raise ValueError("--startup-timeout must be > 0")
     cfg = StackConfig(
         state_dir=args.state_dir,
         options=StackOptions(port=args.port, host=args.host, engines=args.engines, backend=args.backend,
-                             only=tuple(s.strip() for s in args.services.split(",") if s.strip())),
+                             only=tuple(s.strip() for s in args.services.split(",") if s.strip()),
+                             model=args.model, vllm_args=args.vllm_args,
+                             tiny_model_dir=str(args.state_dir / "tiny-model") if args.model == "tiny" else ""),
         nats_url=args.nats_url or None,
         database_url=args.database_url or None,
         nats_port=args.nats_port,

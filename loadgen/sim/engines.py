@@ -57,7 +57,7 @@ def check_available(options: EngineOptions) -> None:
     try:
         import shared.engine.vllm_adapter  # noqa: F401  (imports vLLM: is it installed?)
     except ImportError:
-        raise ValueError("--engine emulated needs vLLM 0.33.0 (pip install -e '.[vllm]'); "
+        raise ValueError("--engine emulated needs vLLM 0.32 (make setup); "
                          "use --engine lite without it") from None
 
 

@@ -32,5 +32,5 @@ def make_engine(backend: str, engine_id: str, policy: SchedulingPolicy, director
                                       starvation=StarvationConfig(beta=None), num_kv_blocks=num_blocks,
                                       kv_retention=kv_retention, **limits)
         except ImportError as exc:
-            raise ValueError(f"backend 'emulated' needs vLLM 0.33.0 (pip install -e '.[vllm]'): {exc}") from None
+            raise ValueError(f"backend 'emulated' needs vLLM 0.32 (make setup): {exc}") from None
     raise ValueError(f"unknown engine backend {backend!r}; valid: lite, emulated")

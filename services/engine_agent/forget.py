@@ -8,10 +8,10 @@ directory drops them when their only call completes here.
 
 from __future__ import annotations
 
-from services.engine_agent.directory import CachedProgramDirectory
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.engine.api import Engine
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
 

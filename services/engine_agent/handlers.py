@@ -3,30 +3,29 @@ heartbeats and queue snapshots, and keep the local program directory current."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
 import time
 
 from services.engine_agent.calls import LiveCall, engine_call
-from services.engine_agent.directory import CachedProgramDirectory
+from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
 from shared.engine.api import CallCompletion, EngineCall, StepReport
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
-COMPLETION_PUBLISH_ATTEMPTS = 8  # about 25 s of retries with backoff
-
 
 class EngineAgent:
     def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
-                 directory: CachedProgramDirectory, stepper: RealTimeStepper, stream_interval_s: float = 0.0) -> None:
+                 directory: CachedProgramDirectory, stepper: RealTimeStepper, stream_interval_s: float = 0.0,
+                 model_name: str = "") -> None:
         self.bus = bus
         self.engine_id = engine_id
         self.backend = backend
@@ -34,11 +33,12 @@ class EngineAgent:
         self.directory = directory
         self.stepper = stepper
         self.calls: dict[str, LiveCall] = {}
-        self._tasks: set[asyncio.Task] = set()
         self._seq = 0
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
+        self.completions = CompletionPublisher(bus, self.log)
         self.num_completed = 0
+        self.model_name = model_name or f"autellix-{backend}"  # what clients send as `model`
         # tokens of one call produced within this interval of its last chunk ride in the next one
         self.stream_interval_s = stream_interval_s
 
@@ -82,18 +82,12 @@ class EngineAgent:
         live = self.calls.pop(call.call_id, None)
         self.log.warning("call_rejected", call_id=call.call_id, reason=str(exc))
         if live is not None:
-            self._spawn(self.bus.publish(live.route.reply_subject, m.TokenChunk(
+            self.completions.spawn(self.bus.publish(live.route.reply_subject, m.TokenChunk(
                 call_id=call.call_id, index=live.take_index(), done=True, finish_reason="error",
                 error_code=ErrorCode.BAD_REQUEST.value, error_description=str(exc))))
 
     async def drain(self, timeout_s: float) -> None:
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout_s)
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self.completions.drain(timeout_s)
 
     # --- the stepping loop's sink ----------------------------------------------------------------
     async def on_step(self, report: StepReport, end_s: float) -> None:
@@ -147,27 +141,14 @@ class EngineAgent:
             call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
             finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens))
-        self._spawn(self._publish_completion(m.CallCompleted(
+        self.completions.publish(m.CallCompleted(
             call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
             parent_thread_id=route.parent_thread_id, tenant=route.tenant, engine_id=self.engine_id,
             service_s=done.service_s, wait_s=done.wait_s, preemptions=done.preemptions,
             prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
             thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
-            finish_reason="length", completed_at_ns=time.time_ns())))
-
-    async def _publish_completion(self, event: m.CallCompleted) -> None:
-        """A completion is data (the process table's ledger): wait for JetStream's ack, retry on
-        failure; the process table is idempotent by call id, so a retry never counts twice."""
-        for attempt in range(1, COMPLETION_PUBLISH_ATTEMPTS + 1):
-            try:
-                await self.bus.publish_event(event)
-                return
-            except Exception as exc:  # timeout, disconnected: the bus reconnects, so try again
-                if attempt == COMPLETION_PUBLISH_ATTEMPTS:
-                    self.log.error("completion_publish_failed", call_id=event.call_id, error=repr(exc))
-                    return
-                await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
+            finish_reason="length", completed_at_ns=time.time_ns()))
 
     # --- periodic state ------------------------------------------------------------------------
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
@@ -178,7 +159,8 @@ class EngineAgent:
         return m.EngineHeartbeat(
             engine_id=self.engine_id, backend=self.backend, queue_depth=waiting, running_calls=running,
             kv_used_blocks=used, kv_total_blocks=total, kv_use=used / total if total else 0.0,
-            load=float(self.stepper.engine.load()), interval_s=interval_s, started_at_ns=self.started_at_ns)
+            load=float(self.stepper.engine.load()), interval_s=interval_s, started_at_ns=self.started_at_ns,
+            model=self.model_name)
 
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
         """The waiting calls the controller judges for starvation: those without a token yet and

@@ -10,14 +10,14 @@ import gc
 import uvloop
 
 from services.engine_agent.backends import make_engine
-from services.engine_agent.directory import CachedProgramDirectory
 from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
-from services.engine_agent.settings import EngineAgentSettings
+from services.engine_agent.settings import BACKENDS, EngineAgentSettings
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.logging import configure_logging, get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -46,6 +46,10 @@ class RunningAgent:
 
 
 async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
+    if settings.engine_backend == "vllm":
+        from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
+
+        return await start_vllm_agent(settings)
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
     engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset,
@@ -60,7 +64,7 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
         agent_ref[0].on_reject(call, exc)
     stepper = RealTimeStepper(engine, sink, settings.time_scale, on_reject=on_reject)
     agent = EngineAgent(bus, settings.engine_id, settings.engine_backend, policy, directory, stepper,
-                        settings.stream_interval_s)
+                        settings.stream_interval_s, settings.engine_served_model_name)
     agent_ref.append(agent)
     retention = attach_retention(engine, agent.calls)
     if retention is not None:
@@ -109,10 +113,12 @@ async def serve(settings: EngineAgentSettings) -> None:
 def parse_args(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m services.engine_agent")
     parser.add_argument("--engine-id", help="engine id (env ENGINE_ID)")
-    parser.add_argument("--backend", choices=("lite", "emulated"), help="engine backend (env ENGINE_BACKEND)")
+    parser.add_argument("--backend", choices=BACKENDS, help="engine backend (env ENGINE_BACKEND)")
     parser.add_argument("--policy", help="fcfs | mlfq | plas | atlas (env SCHEDULING_POLICY)")
+    parser.add_argument("--model", help="backend vllm: model folder, hub id, or 'tiny' (env ENGINE_MODEL)")
     args = parser.parse_args(argv)
-    overrides = {"engine_id": args.engine_id, "engine_backend": args.backend, "scheduling_policy": args.policy}
+    overrides = {"engine_id": args.engine_id, "engine_backend": args.backend, "scheduling_policy": args.policy,
+                 "engine_model": args.model}
     return {k: v for k, v in overrides.items() if v is not None}
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.core.policy import PolicyName, parse_policy
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
 
+BACKENDS = ("lite", "emulated", "vllm")
+
 
 class EngineAgentSettings(MeshSettings):
     engine_id: str = "e0"
-    engine_backend: Literal["lite", "emulated"] = "lite"
+    engine_backend: Literal["lite", "emulated", "vllm"] = "lite"
     scheduling_policy: PolicyName = PolicyName.ATLAS
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     # vLLM's max_num_seqs (running calls per step) and KV blocks; None keeps the engine's defaults
@@ -31,6 +33,22 @@ class EngineAgentSettings(MeshSettings):
     # predicted for the client's X-Next-Tool (docs/design/kv_retention.md), capped at this
     engine_kv_policy: Literal["prefix-lru", "workflow"] = "prefix-lru"
     engine_kv_ttl_cap_s: float = Field(default=300.0, ge=0, le=3600)
+    # backend vllm: the model (a folder, a hub id, or "tiny": the tiny random-weight Llama, made in
+    # ENGINE_TINY_MODEL_DIR), the name clients send as `model`, and any other `vllm serve` flags
+    engine_model: str = ""
+    engine_served_model_name: str = ""  # default: "tiny" for the tiny model, else the model as given
+    engine_vllm_args: str = ""  # e.g. "--max-model-len 8192 --enable-prefix-caching"
+    engine_tiny_model_dir: str = "/tmp/autellix-tiny-model"
+
+    @model_validator(mode="after")
+    def _vllm_needs_a_model(self) -> EngineAgentSettings:
+        if self.engine_backend == "vllm" and not self.engine_model.strip():
+            raise ValueError("ENGINE_MODEL (or --model) is required with ENGINE_BACKEND=vllm: a model folder, "
+                             "a hub id, or 'tiny'")
+        if self.engine_backend != "vllm" and (self.engine_model or self.engine_vllm_args):
+            raise ValueError(f"ENGINE_MODEL and ENGINE_VLLM_ARGS apply to backend vllm only, not "
+                             f"{self.engine_backend!r}")
+        return self
 
     @field_validator("scheduling_policy", mode="before")
     @classmethod

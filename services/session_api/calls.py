@@ -46,13 +46,17 @@ class PreparedCall:
     next_tool: str | None = None  # tool hint (tool_hints.py): the tool run after this call
     next_tool_idle_s: float | None = None  # the client's pause estimate, clamped
     hint_notes: tuple[str, ...] = ()  # clamps applied to the hint, reported to the client
+    # a real model's call: the request as vLLM will answer it, and its route (real_calls.py)
+    openai_body: bytes = b""
+    endpoint: str = ""
 
 
 def new_call_id() -> str:
     return uuid.uuid4().hex
 
 
-def _ids(request: Request, body: ChatCompletionRequest | CompletionRequest) -> tuple[str | None, str, str | None]:
+def call_ids(request: Request, body) -> tuple[str | None, str, str | None]:
+    """(session id, thread id, parent thread id) from the body or the headers, checked."""
     session_id = body.session_id or request.headers.get(SESSION_HEADER) or None
     thread_id = body.thread_id or request.headers.get(THREAD_HEADER) or ROOT_THREAD
     parent = body.parent_thread_id or request.headers.get(PARENT_THREAD_HEADER) or None
@@ -84,7 +88,7 @@ def _check_limits(prompt_tokens: int, max_tokens: int, settings: SessionApiSetti
 
 def prepare_chat(request: Request, body: ChatCompletionRequest, settings: SessionApiSettings,
                  outputs: OutputIndex) -> PreparedCall:
-    session_id, thread_id, parent = _ids(request, body)
+    session_id, thread_id, parent = call_ids(request, body)
     segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs)
     return with_hint(_prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings),
                      request, body)
@@ -92,7 +96,7 @@ def prepare_chat(request: Request, body: ChatCompletionRequest, settings: Sessio
 
 def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
                        outputs: OutputIndex) -> PreparedCall:
-    session_id, thread_id, parent = _ids(request, body)
+    session_id, thread_id, parent = call_ids(request, body)
     prompt = body.prompt
     if isinstance(prompt, str):
         segments = segments_for_messages([("user", prompt)], outputs)
@@ -109,11 +113,16 @@ def prepare_completion(request: Request, body: CompletionRequest, settings: Sess
 
 def _prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],
               requested_max: int | None, settings: SessionApiSettings) -> PreparedCall:
-    prompt_tokens = sum(n for _, n in segments)
     max_tokens = requested_max or settings.default_max_tokens
-    _check_limits(prompt_tokens, max_tokens, settings)
+    _check_limits(sum(n for _, n in segments), max_tokens, settings)
+    return new_prepared(session_id, thread_id, parent, segments, max_tokens)
+
+
+def new_prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],
+                 max_tokens: int, openai_body: bytes = b"", endpoint: str = "") -> PreparedCall:
     call_id = new_call_id()
     return PreparedCall(call_id=call_id, session_id=session_id, program_id=session_id or one_call_program_id(call_id),
-                        thread_id=thread_id, parent_thread_id=parent, prompt_tokens=prompt_tokens,
-                        prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter())
+                        thread_id=thread_id, parent_thread_id=parent, prompt_tokens=sum(n for _, n in segments),
+                        prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter(),
+                        openai_body=openai_body, endpoint=endpoint)
 

@@ -1,4 +1,4 @@
-"""The two completion routes without FastAPI's per-request machinery (ASGI middleware).
+"""The completion routes without FastAPI's per-request machinery (ASGI middleware).
 
 Measured on the mesh bench, FastAPI's routing, middleware stack, dependency solving and response
 wrapping cost more of the API's CPU per call than the route itself. Here a well-formed request
@@ -22,7 +22,7 @@ from starlette.requests import Request
 from services.session_api.deps import current_tenant
 from services.session_api.errors import ApiError, api_error_response
 from services.session_api.routes import completions
-from services.session_api.schemas import ChatCompletionRequest, CompletionRequest
+from services.session_api.schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
@@ -31,6 +31,7 @@ Send = Callable[[dict], Awaitable[None]]
 _ROUTES: dict[str, tuple[type[BaseModel], Callable]] = {
     "/v1/chat/completions": (ChatCompletionRequest, completions.chat_completions),
     "/v1/completions": (CompletionRequest, completions.completions),
+    "/v1/responses": (ResponsesRequest, completions.responses),
 }
 
 

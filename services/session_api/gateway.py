@@ -26,7 +26,9 @@ from services.session_api.call_counts import SessionCallCounts
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
 from services.session_api.limits import CallLimiter
+from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.schemas import SessionView
+from services.session_api.served_models import ServedModel, ServedModels
 from services.session_api.settings import SessionApiSettings
 from services.session_api.tokens import OutputIndex
 from shared.bus.bus import Bus
@@ -95,6 +97,11 @@ class CallStream:
         self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
         self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
         self._last_chunk_s = time.monotonic()
+        # a real model's call yields vLLM's answer as bytes (status and content type set by the
+        # first chunk) instead of token ids
+        self.relay = False
+        self.http_status = 0
+        self.content_type = ""
 
     def __aiter__(self):
         return self._chunks()
@@ -141,15 +148,18 @@ class CallStream:
                     raise _engine_error(chunk)
                 if self.route is not None:
                     self._gateway.completed_calls.completed(self.route.program_id)
+            if chunk.http_status:
+                self.http_status, self.content_type = chunk.http_status, chunk.content_type
+            payload = chunk.body if self.relay else chunk.token_ids
             if self.hold_tokens:
-                self._held.extend(chunk.token_ids)
+                self._held.extend(payload)
                 if self.done and self._held:
                     self.tokens_yielded = True
-                    yield self._held
+                    yield bytes(self._held) if self.relay else self._held
                 continue
-            if chunk.token_ids:
+            if payload:
                 self.tokens_yielded = True
-                yield chunk.token_ids
+                yield payload
 
     async def listen_on(self, reply_subject: str) -> None:
         """Before a re-placement: take chunks from a fresh subject only, so a late chunk of the lost
@@ -165,7 +175,7 @@ class CallStream:
         """The call now runs on `engine_id` from its start."""
         self.engine_id = engine_id
         self._next_index = 0
-        self._held = []
+        self._held = bytearray() if self.relay else []
         self.placed_reconnects = self._gateway.reconnects()
         self.engine_incarnation = self._gateway.engine_incarnation(engine_id)
         self._last_chunk_s = time.monotonic()
@@ -200,6 +210,8 @@ class Gateway:
         self.outputs = OutputIndex()
         self.limits = CallLimiter.from_settings(settings)
         self.completed_calls = SessionCallCounts()  # the ATLAS base's freshness check (call_counts.py)
+        self.models = ServedModels()  # what the live engines serve (their heartbeats)
+        self.tokenizers = ModelTokenizers()  # real models' own tokenizers
         self._engine_seen_s: dict[str, float] = {}
         self._engine_started_ns: dict[str, int] = {}
         self._hb_sub: Subscription | None = None
@@ -224,6 +236,7 @@ class Gateway:
     # --- engines -------------------------------------------------------------------------------
     async def _on_heartbeat(self, msg: Incoming) -> None:
         self._engine_seen_s[msg.body.engine_id] = time.monotonic()
+        self.models.observe(msg.body)
         # an engine restarted within engine_ttl_s never looks dead, but lost its calls all the same
         self._engine_started_ns[msg.body.engine_id] = msg.body.started_at_ns
 
@@ -320,6 +333,9 @@ class Gateway:
     def stop_listening(self, reply_subject: str) -> None:
         self._listeners.pop(reply_subject, None)
 
+    def resolve_model(self, name: str) -> ServedModel:
+        return self.models.resolve(name, self.live_engines())
+
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
         Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
@@ -344,6 +360,9 @@ class Gateway:
         sub = await self.subscribe_tokens(call.call_id, reply_subject, queue)
         stream = CallStream(self, call.call_id, queue, sub)
         stream.placed_reconnects = self.reconnects()
+        if call.openai_body:
+            stream.relay = True
+            stream._held = bytearray()
         route = m.RouteCall(
             call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
             parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
@@ -351,7 +370,8 @@ class Gateway:
             reply_subject=reply_subject, submitted_at_ns=time.time_ns(), model=model,
             primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
             next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s,
-            completed_calls_before=self.completed_calls.get(call.program_id))
+            completed_calls_before=self.completed_calls.get(call.program_id),
+            openai_body=call.openai_body, endpoint=call.endpoint)
         try:
             await self.bus.publish_event_unacked(m.CallSubmitted(
                 call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,

@@ -1,8 +1,8 @@
 """OpenAI-compatible request and response bodies, plus the session resource.
 
-Requests accept (and ignore) OpenAI sampling fields the engines cannot honour (temperature,
-top_p, ...), so unmodified clients work; `n` > 1, tools that need real output, and logprobs are not
-served. Autellix's own fields (`session_id`, `thread_id`, `parent_thread_id`) ride in the body via
+A model served by a real vLLM engine gets the request whole (every OpenAI field means what it means
+under `vllm serve`); a simulated model (lite, emulated) refuses every field it cannot honour with a
+400 `unsupported_parameter` naming it (`simulated_fields.py`). Autellix's own fields (`session_id`, `thread_id`, `parent_thread_id`) ride in the body via
 the `openai` client's `extra_body`, or as `X-Session-Id` / `X-Thread-Id` / `X-Parent-Thread-Id`
 headers via `extra_headers`.
 """
@@ -21,7 +21,7 @@ class _OpenAIRequest(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=128)
     user: str | None = None
     session_id: str | None = None
     thread_id: str | None = None
@@ -62,6 +62,24 @@ class CompletionRequest(_OpenAIRequest):
 
     def requested_output_tokens(self) -> int | None:
         return self.max_tokens
+
+
+class ResponsesRequest(BaseModel):
+    """`POST /v1/responses` (OpenAI's Responses API): served by real engines only."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] = Field(min_length=1)
+    instructions: str | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = False
+    session_id: str | None = None
+    thread_id: str | None = None
+    parent_thread_id: str | None = None
+
+    def requested_output_tokens(self) -> int | None:
+        return self.max_output_tokens
 
 
 class Usage(BaseModel):

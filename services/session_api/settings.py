@@ -12,8 +12,7 @@ class SessionApiSettings(MeshSettings):
     autellix_api_keys: str = ""
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
-    model_name: str = "autellix-lite"
-    max_prompt_tokens: int = Field(default=131_072, ge=1)  # estimated as characters / 4
+    max_prompt_tokens: int = Field(default=131_072, ge=1)  # simulated models: estimated as characters / 4
     max_output_tokens: int = Field(default=16_384, ge=1)
     default_max_tokens: int = Field(default=128, ge=1)  # when a request gives no max_tokens
     # a call whose engine has sent no heartbeat for this long fails with a retryable 503

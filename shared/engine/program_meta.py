@@ -1,8 +1,10 @@
 """Program metadata carried by a vLLM request in `SamplingParams.extra_args` (pure validation).
 
-Shape: `extra_args = {"autellix": {"program_id": str, "thread_id": str, ...}}`. A request without
-it is a one-call program (its own id is the program id). Anything else is refused at admission with
-a ValueError that names the field, so a bad request never reaches the engine loop.
+Two shapes: in-process drivers give `extra_args = {"autellix": {"program_id": str, ...}}`; over
+HTTP vLLM's `vllm_xargs` is flat, so the engine agent sends `{"autellix_program_id": str, ...}`
+(`FLAT_PREFIX` + the field name). Other keys belong to vLLM (e.g. `kv_transfer_params`) and are left
+alone. A request without our fields is a one-call program (its own id is the program id). A
+malformed field of ours is refused at admission with a ValueError that names it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 from shared.core.program import ROOT_THREAD
 
 EXTRA_ARGS_KEY = "autellix"
+FLAT_PREFIX = "autellix_"
 _MAX_ID_CHARS = 256
-_STR_FIELDS = ("program_id", "thread_id")
+_STR_FIELDS = ("program_id", "thread_id", "call_id")
 _FLOAT_FIELDS = ("program_arrival_s", "oracle_remaining_s")
 _INT_FIELDS = ("seq",)
 KNOWN_FIELDS = frozenset(_STR_FIELDS + _FLOAT_FIELDS + _INT_FIELDS)
@@ -29,6 +32,15 @@ class ProgramMeta:
     program_arrival_s: float | None = None  # None: the call's own arrival
     oracle_remaining_s: float = 0.0  # SRPT oracle only
     seq: int | None = None  # driver-wide submission order; None: the engine's own order
+    call_id: str | None = None  # the mesh's call id, when vLLM's request id is its own
+
+
+def flat_program_args(program_id: str, thread_id: str, call_id: str, **fields: Any) -> dict:
+    """The flat `vllm_xargs` form, for a request that reaches vLLM over its OpenAI app."""
+    args = {f"{FLAT_PREFIX}{k}": v for k, v in
+            {"program_id": program_id, "thread_id": thread_id, "call_id": call_id, **fields}.items()}
+    parse_program_meta(args, request_id="(agent)")
+    return args
 
 
 def program_meta_args(program_id: str, thread_id: str = ROOT_THREAD, **fields: Any) -> dict:
@@ -58,11 +70,13 @@ def parse_program_meta(extra_args: Any, request_id: str) -> ProgramMeta:
         return ProgramMeta(program_id=request_id)
     if not isinstance(extra_args, Mapping):
         raise ValueError(f"request {request_id}: extra_args must be a mapping, got {type(extra_args).__name__}")
-    unknown_top = sorted(str(k) for k in extra_args if k != EXTRA_ARGS_KEY)
-    if unknown_top:
-        raise ValueError(f"request {request_id}: unknown extra_args keys {unknown_top}; "
-                         f"only {EXTRA_ARGS_KEY!r} is accepted")
-    meta = extra_args[EXTRA_ARGS_KEY]
+    flat = {str(k)[len(FLAT_PREFIX):]: v for k, v in extra_args.items() if str(k).startswith(FLAT_PREFIX)}
+    if EXTRA_ARGS_KEY not in extra_args and not flat:
+        return ProgramMeta(program_id=request_id)  # vLLM's own keys only
+    if flat and EXTRA_ARGS_KEY in extra_args:
+        raise ValueError(f"request {request_id}: give extra_args[{EXTRA_ARGS_KEY!r}] or "
+                         f"{FLAT_PREFIX}* keys, not both")
+    meta = extra_args[EXTRA_ARGS_KEY] if EXTRA_ARGS_KEY in extra_args else flat
     if not isinstance(meta, Mapping):
         raise ValueError(f"request {request_id}: extra_args[{EXTRA_ARGS_KEY!r}] must be a mapping with "
                          f"'program_id', got {type(meta).__name__}")
@@ -85,4 +99,5 @@ def parse_program_meta(extra_args: Any, request_id: str) -> ProgramMeta:
         program_arrival_s=None if arrival is None else _check_float("program_arrival_s", arrival, request_id),
         oracle_remaining_s=_check_float("oracle_remaining_s", meta.get("oracle_remaining_s", 0.0), request_id),
         seq=seq,
+        call_id=None if meta.get("call_id") is None else _check_id("call_id", meta["call_id"], request_id),
     )

@@ -111,6 +111,7 @@ class CallState:
     first_token_s: float | None = None
     finish_s: float | None = None
     aborted: bool = False
+    finish_reason: str = ""  # "stop", "length", "abort" or "error" (vLLM's reason), once finished
 
     def current_wait_s(self, now_s: float) -> float:
         return self.wait_s + (now_s - self.waiting_since_s if self.waiting_since_s is not None else 0.0)
@@ -169,6 +170,11 @@ class ProgramScheduleState:
                     del self._by_program[call.program_id]
                     self._program_seen.pop(call.program_id, None)
         return call
+
+    def mark_dirty(self, program_id: str) -> None:
+        """The program's ledger changed outside a step (an update or promotion from the mesh):
+        its calls are re-keyed at the next refresh."""
+        self._dirty.add(program_id)
 
     # --- keys --------------------------------------------------------------------------------
     def view(self, call: CallState) -> CallView:

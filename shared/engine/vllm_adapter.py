@@ -1,4 +1,4 @@
-"""Autellix's scheduler inside vLLM's own engine (vLLM 0.33.0, V1). One of the three modules that
+"""Autellix's scheduler inside vLLM's own engine (vLLM 0.32, V1). One of the three modules that
 import vLLM (with `vllm_retention` and `vllm_cpu`).
 
 - `ProgramAwareScheduler` (subclass of `AsyncScheduler`, for production) and
@@ -33,10 +33,13 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
 from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.engine.core import EngineCore  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
 from shared.core.policy import PolicyName  # noqa: E402
+from shared.engine.api import CallCompletion  # noqa: E402
+from shared.engine.program_directory import CachedProgramDirectory  # noqa: E402
 from shared.engine.program_meta import parse_program_meta  # noqa: E402
 from shared.engine.program_sched import (  # noqa: E402
     CONFIG_KEY,
@@ -46,7 +49,6 @@ from shared.engine.program_sched import (  # noqa: E402
 )
 from shared.engine.vllm_retention import VllmRetention  # noqa: E402
 
-VLLM_VERSION = "0.33.0"
 BLOCK_SIZE = 16
 
 
@@ -143,6 +145,8 @@ class _CallTracking(VllmRetention):
         self._last_update_mono_s = time.monotonic()
         self._scheduled_at_mono_s: dict[int, float] = {}
         self._step_end_s: float | None = None
+        self._folds_completions = False  # autellix_serve: a real engine in its own process
+        self._mesh_call_ids: dict[str, str] = {}  # vLLM request id -> the mesh's call id
 
     # clock: the emulated engine sets both; on a GPU the wall clock measures steps
     def set_clock(self, now_s: float, step_duration_s: float | None = None) -> None:
@@ -170,6 +174,8 @@ class _CallTracking(VllmRetention):
             return
         sp = request.sampling_params
         meta = parse_program_meta(sp.extra_args if sp is not None else None, request.request_id)
+        if meta.call_id is not None:
+            self._mesh_call_ids[request.request_id] = meta.call_id
         call = self.program_state.admit(request.request_id, meta, request.arrival_time,
                                         request.num_prompt_tokens, self.now_s())
         self._on_admit(request, call)
@@ -254,7 +260,17 @@ class _CallTracking(VllmRetention):
             call.finish_s = end
             call.output_tokens = request.num_output_tokens
             call.aborted = request.status == RequestStatus.FINISHED_ABORTED
+            call.finish_reason = str(request.get_finished_reason() or "")
             self.finished_calls.append(call)
+            if self._folds_completions and not call.aborted:
+                self.program_state.directory.fold_completion(CallCompletion(
+                    call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
+                    service_s=call.service_s, wait_s=call.wait_s, preemptions=call.preemptions,
+                    prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens,
+                    prefix_hit_tokens=call.prefix_hit_tokens, recomputed_tokens=call.recomputed_tokens,
+                    first_token_s=call.first_token_s or end, finish_s=end,
+                    thread_service_at_submit_s=call.thread_service_at_submit_s, submit_epoch=call.submit_epoch))
+                self.program_state.mark_dirty(call.program_id)
         end = self._step_end_s if self._step_end_s is not None else self.now_s()
         self._retention_on_free(request, end)
         return super()._free_request(request, delay_free_blocks)
@@ -270,6 +286,45 @@ class _CallTracking(VllmRetention):
     def pop_promoted_programs(self) -> list[str]:
         out, self.promoted_programs = self.promoted_programs, []
         return out
+
+    # --- operations from the engine agent, through vLLM's utility calls (SCHEDULER_CALL) -------
+    def autellix_serve(self) -> None:
+        """This scheduler runs in its own engine process (backend vllm): no driver shares its
+        program directory, so it keeps one fed by `autellix_apply` and folds its own completions."""
+        if not isinstance(self.program_state.directory, CachedProgramDirectory):
+            self.attach_directory(CachedProgramDirectory(self.autellix_settings.policy.aggregation))
+        self._folds_completions = True
+
+    def autellix_apply(self, ops: list) -> int:
+        """Program-service updates, promotions and closes, in order: ("update", program, S_p, W_p,
+        {thread: s_T}, epoch, completed), ("promote", program, epoch), ("close", program)."""
+        directory = self.program_state.directory
+        for op in ops:
+            kind, program_id = op[0], op[1]
+            if kind == "update":
+                directory.apply_update(program_id, float(op[2]), float(op[3]), dict(op[4]), int(op[5]), int(op[6]))
+            elif kind == "promote":
+                directory.apply_promotion(program_id, None if op[2] is None else int(op[2]))
+            elif kind == "close":
+                directory.close(program_id)
+            self.program_state.mark_dirty(program_id)
+        return len(ops)
+
+    def autellix_drain(self) -> dict:
+        """Finished calls' accounting since the last drain, and the engine's load."""
+        finished = []
+        for call in self.pop_finished_calls():
+            record = {f: getattr(call, f) for f in _RECORD_FIELDS}
+            record["call_id"] = self._mesh_call_ids.pop(call.call_id, call.call_id)
+            finished.append(record)
+        running, waiting = self.get_request_counts()
+        pool = self.kv_cache_manager.block_pool
+        total = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+        load = sum(r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
+                   for r in self.requests.values() if not r.is_finished())
+        return {"finished": finished, "running": running, "waiting": waiting,
+                "kv_used_blocks": total - pool.get_num_free_blocks(), "kv_total_blocks": total, "load": load,
+                "preempted": [self._mesh_call_ids.get(r, r) for r in self.pop_preempted_ids()]}
 
 
 class _ProgramAware(_CallTracking):
@@ -353,7 +408,7 @@ class _ProgramAware(_CallTracking):
             self._preempt_request(victim, time.monotonic())
 
     def _fits(self, request: Request) -> bool:
-        """Would vLLM admit this waiting request now, KV-wise? vLLM 0.33 admits only when blocks for
+        """Would vLLM admit this waiting request now, KV-wise? vLLM 0.32 admits only when blocks for
         the whole remaining sequence are free (`scheduler_reserve_full_isl`, on by default), else
         when its first chunk fits."""
         _, num_cached, _ = self.kv_cache_manager.get_computed_blocks(request)
@@ -398,6 +453,10 @@ class SyncStockScheduler(_CallTracking, Scheduler):
 
 
 SCHEDULER_KINDS = ("autellix", "stock-fcfs", "stock-priority")
+# what a finished call's accounting record carries to the engine agent (autellix_drain)
+_RECORD_FIELDS = ("program_id", "thread_id", "service_s", "wait_s", "preemptions", "prompt_tokens",
+                  "output_tokens", "prefix_hit_tokens", "recomputed_tokens", "thread_service_at_submit_s",
+                  "submit_epoch", "aborted", "finish_reason")
 
 
 def scheduler_class(kind: str, sync: bool) -> tuple[type[Scheduler], str]:
@@ -410,6 +469,34 @@ def scheduler_class(kind: str, sync: bool) -> tuple[type[Scheduler], str]:
         case "stock-priority":
             return (SyncStockScheduler if sync else StockScheduler), "priority"
     raise ValueError(f"unknown scheduler {kind!r}; valid: {', '.join(SCHEDULER_KINDS)}")
+
+
+def scheduler_qualname(kind: str) -> str:
+    """`--scheduler-cls` for a real engine on this machine: vLLM turns async scheduling off on
+    CPUs, and an AsyncScheduler subclass must then not be used."""
+    from vllm.platforms import current_platform
+
+    cls, _ = scheduler_class(kind, sync=current_platform.is_cpu())
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# --- the engine agent's calls into the engine core process ------------------------------------
+SCHEDULER_CALL = "autellix_call"
+
+
+def _autellix_call(self: EngineCore, op: str, *args: Any) -> Any:
+    """vLLM's engine core answers a utility request by looking its method up by name; this one
+    forwards to the scheduler's `autellix_<op>` (serve, apply, drain). Installed when this module
+    is imported, which the engine core process does to resolve `--scheduler-cls`."""
+    if op not in ("serve", "apply", "drain"):
+        raise ValueError(f"unknown scheduler operation {op!r}")
+    handler = getattr(self.scheduler, f"autellix_{op}", None)
+    if handler is None:
+        raise ValueError(f"scheduler {type(self.scheduler).__name__} takes no Autellix operations")
+    return handler(*args)
+
+
+setattr(EngineCore, SCHEDULER_CALL, _autellix_call)
 
 
 # --- the real engine on a GPU (used by shared/engine/vllm_gpu.py; not run on this CPU-only machine) --

@@ -1,4 +1,4 @@
-"""The `emulated` engine: vLLM 0.33.0's real V1 scheduler and KV cache manager, driven on the CPU.
+"""The `emulated` engine: vLLM 0.32's real V1 scheduler and KV cache manager, driven on the CPU.
 
 No model runs: each step's duration comes from the cost model (shared/engine/cost_model.py) and the
 "model" returns fabricated tokens. Token ids are derived from prompt segments (equal segment id ->

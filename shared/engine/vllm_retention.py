@@ -1,4 +1,4 @@
-"""Workflow-aware KV retention inside vLLM 0.33.0's block pool (docs/design/kv_retention.md).
+"""Workflow-aware KV retention inside vLLM 0.32's block pool (docs/design/kv_retention.md).
 
 The second module allowed to import vLLM (tests/test_layers.py): it subclasses vLLM's
 `KVCacheManager`. The decisions (TTL, eviction score, victims) are the pure core's

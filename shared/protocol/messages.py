@@ -142,6 +142,11 @@ class RouteCall:
     # how many of the session's calls the API had seen complete when this one was sent: an engine
     # whose view has folded fewer records no ATLAS thread base (the process table takes its own)
     completed_calls_before: int | None = None
+    # a real engine (backend vllm) serves the client's OpenAI request itself: the request's JSON
+    # body as the API accepted it, and its route ("/v1/chat/completions", "/v1/completions",
+    # "/v1/responses"); empty for the simulated engines, which model `prompt_tokens` only
+    openai_body: bytes = b""
+    endpoint: str = ""
 
 
 @message("engine.run_call")
@@ -265,6 +270,11 @@ class TokenChunk:
     error_code: str | None = None
     error_description: str = ""
     prefix_hit_tokens: int = 0  # usage (cached prompt tokens), on the last chunk
+    # a real engine's HTTP answer, relayed as it was produced: the first chunk carries the status
+    # and content type, every chunk a piece of the body (JSON, or server-sent events)
+    body: bytes = b""
+    http_status: int = 0
+    content_type: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +323,11 @@ class EngineHeartbeat:
     load: float = 0.0  # tokens still to process (least-loaded routing)
     interval_s: float = 1.0  # the next heartbeat is due within this
     started_at_ns: int = 0
+    model: str = ""  # the model name it serves (OpenAI `model`)
+    # backend vllm: where the API loads the model's tokenizer and chat template from (a folder or
+    # a hub id), and the model's context length; empty / 0 for the simulated engines
+    tokenizer: str = ""
+    max_model_len: int = 0
 
 
 @wire_struct

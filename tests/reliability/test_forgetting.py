@@ -14,7 +14,7 @@ import pytest
 
 from services.controller.handlers import ControllerService
 from services.controller.settings import ControllerSettings
-from services.engine_agent.directory import CachedProgramDirectory
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.core.program import ServiceAggregation
 from shared.engine.api import CallCompletion
 from shared.protocol import messages as m

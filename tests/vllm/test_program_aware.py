@@ -1,4 +1,4 @@
-"""ProgramAwareScheduler inside vLLM 0.33.0's real V1 scheduler (CPU, cost-model time)."""
+"""ProgramAwareScheduler inside vLLM 0.32's real V1 scheduler (CPU, cost-model time)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,15 @@ def test_round_trip_of_client_args():
     assert parse_program_meta({"autellix": {"program_id": "p"}}, "r").thread_id == ROOT_THREAD
 
 
+def test_flat_xargs_and_vllms_own_keys():
+    from shared.engine.program_meta import flat_program_args
+
+    args = flat_program_args("p", "t", "c1", seq=4)
+    assert args["autellix_program_id"] == "p"
+    assert parse_program_meta({**args, "kv_transfer_params": {"x": 1}}, "r") == ProgramMeta("p", "t", None, 0.0, 4, "c1")
+    assert parse_program_meta({"kv_transfer_params": {}}, "r") == ProgramMeta("r")  # vLLM's keys only
+
+
 @pytest.mark.parametrize("bad", [[1], "x", {"autellix": {"program_id": ""}},
                                  {"autellix": {"program_id": "p", "oracle_remaining_s": float("nan")}},
                                  {"autellix": {"program_id": "p", "seq": True}}])

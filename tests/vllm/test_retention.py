@@ -1,4 +1,4 @@
-"""Workflow-aware KV retention inside vLLM 0.33.0's real block pool (the emulated engine)."""
+"""Workflow-aware KV retention inside vLLM 0.32's real block pool (the emulated engine)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ from services.session_api.calls import PreparedCall, prepare_chat, prepare_compl
 from services.session_api.deps import CurrentTenant, GatewayDep, SettingsDep
 from services.session_api.errors import ApiError, error_body
 from services.session_api.gateway import CallStream
+from services.session_api.real_calls import CHAT, COMPLETIONS, RESPONSES
+from services.session_api.routes import relay
 from services.session_api.schemas import (
     ChatChoice,
     ChatChoiceMessage,
@@ -24,8 +26,10 @@ from services.session_api.schemas import (
     CompletionChoice,
     CompletionRequest,
     ErrorResponse,
+    ResponsesRequest,
     Usage,
 )
+from services.session_api.simulated_fields import refuse_unhonoured, unsupported
 from services.session_api.tokens import render_token_ids
 from services.session_api.tool_hints import report_notes
 
@@ -47,6 +51,10 @@ def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
 @router.post("/chat/completions", response_model=ChatCompletion, responses={**_ERRORS, **_STREAMED})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
                            gateway: GatewayDep, settings: SettingsDep):
+    served = gateway.resolve_model(body.model)
+    if served.real:
+        return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
+    refuse_unhonoured(body, served.backend)
     prepared = prepare_chat(request, body, settings, gateway.outputs)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
@@ -71,6 +79,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
 @router.post("/completions", response_model=Completion, responses={**_ERRORS, **_STREAMED})
 async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
                       gateway: GatewayDep, settings: SettingsDep):
+    served = gateway.resolve_model(body.model)
+    if served.real:
+        return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
+    refuse_unhonoured(body, served.backend)
     prepared = prepare_completion(request, body, settings, gateway.outputs)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
@@ -89,6 +101,16 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
         id=cid, created=created, model=body.model, session_id=prepared.session_id,
         choices=[CompletionChoice(text=text, finish_reason=finish)],
         usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
+
+
+@router.post("/responses", responses={**_ERRORS, **_STREAMED})
+async def responses(body: ResponsesRequest, request: Request, tenant: CurrentTenant, gateway: GatewayDep,
+                    settings: SettingsDep):
+    """OpenAI's Responses API (text, function tools, streaming), answered by a real model's vLLM."""
+    served = gateway.resolve_model(body.model)
+    if not served.real:
+        raise unsupported("/v1/responses", served.backend)
+    return await relay.serve(request, body, RESPONSES, served, tenant.name, gateway, settings)
 
 
 def _json(body: BaseModel) -> Response:

@@ -95,6 +95,10 @@ class CachedProgramDirectory:
         """The client had seen more of the program's calls complete than this view has folded."""
         return completed_calls_before is not None and self._completed.get(program_id, 0) < completed_calls_before
 
+    def num_completed(self, program_id: str) -> int:
+        """Completions of the program this view has folded."""
+        return self._completed.get(program_id, 0)
+
     def close(self, program_id: str) -> None:
         """The program's session closed or expired: forget it, and ignore its late updates."""
         self.forget(program_id)

@@ -1,0 +1,290 @@
+"""The engine agent of backend `vllm`: a real vLLM engine serves each routed call's OpenAI request.
+
+Per call: the client's request body (as the API accepted it) gets the mesh's call id as vLLM's
+`request_id` and the program's ids in `vllm_xargs` (which become `SamplingParams.extra_args`, where
+our scheduler reads them), goes through vLLM's own OpenAI app (`VllmServing.request`), and vLLM's
+answer travels back on the call's reply subject piece by piece, as vLLM wrote it. When the answer
+ends, the scheduler's accounting of the call (service, wait, preemptions, tokens, prefix hits) is
+drained from the engine core and becomes the final chunk's usage and the `CallCompleted` event.
+
+Program-service updates, promotions and closes are applied to the agent's own directory (levels in
+queue snapshots, the ATLAS freshness check) and forwarded, batched, to the scheduler's directory in
+the engine core by utility calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from services.engine_agent.completions import CompletionPublisher
+from shared.bus.bus import Bus
+from shared.bus.incoming import Incoming
+from shared.core.policy import SchedulingPolicy
+from shared.engine.api import CallCompletion
+from shared.engine.program_directory import CachedProgramDirectory
+from shared.engine.program_meta import FLAT_PREFIX, flat_program_args
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.protocol.errors import ErrorCode
+
+OPS_FLUSH_S = 0.005  # program updates reach the engine core in batches at most this late
+RECORD_WAIT_S = 5.0  # how long a finished answer waits for its accounting record
+
+
+@dataclass
+class VllmCall:
+    route: m.RouteCall
+    submitted_s: float  # monotonic
+    view_behind: bool
+    next_index: int = 0
+    started: bool = False
+    answered: bool = False  # vLLM wrote its whole answer
+    task: asyncio.Task | None = field(default=None, repr=False)
+
+    def take_index(self) -> int:
+        index = self.next_index
+        self.next_index += 1
+        return index
+
+
+class VllmEngineAgent:
+    def __init__(self, bus: Bus, engine_id: str, policy: SchedulingPolicy, directory: CachedProgramDirectory,
+                 serving, model_name: str, stream_interval_s: float = 0.0) -> None:
+        self.bus = bus
+        self.engine_id = engine_id
+        self.backend = "vllm"
+        self.policy = policy
+        self.directory = directory
+        self.serving = serving
+        self.model_name = model_name
+        self.stream_interval_s = stream_interval_s
+        self.calls: dict[str, VllmCall] = {}
+        self.started_at_ns = time.time_ns()
+        self.log = get_logger(engine_id=engine_id)
+        self.completions = CompletionPublisher(bus, self.log)
+        self.num_completed = 0
+        self._ops: list[tuple] = []
+        self._ops_flush: asyncio.Task | None = None
+        self._records: dict[str, dict] = {}  # call id -> accounting record not yet claimed
+        self._record_waiters: dict[str, asyncio.Future] = {}
+        self._drain_lock = asyncio.Lock()
+        self._load: dict = {}
+
+    # --- commands ------------------------------------------------------------------------------
+    async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
+        body = msg.body
+        if isinstance(body, m.CancelCall):
+            live = self.calls.get(body.call_id)
+            if live is not None and live.task is not None and not live.answered:
+                live.task.cancel()  # closes vLLM's answer: vLLM aborts the request
+                self.log.info("call_cancelled", call_id=body.call_id, reason=body.reason)
+            return m.OkReply(detail="cancelled") if msg.reply else None
+        route = body.call
+        if route.call_id in self.calls:
+            return m.OkReply(detail="duplicate")
+        if not route.openai_body or not route.endpoint.startswith("/v1/"):
+            return m.error_reply(ErrorCode.BAD_REQUEST, "backend vllm serves OpenAI requests: the call carries "
+                                 "no request body (is the API up to date?)")
+        live = VllmCall(route=route, submitted_s=time.monotonic(),
+                        view_behind=self.directory.view_is_behind(route.program_id, route.completed_calls_before))
+        if route.parent_thread_id is not None:
+            self.directory.ledger(route.program_id).fork_thread(route.thread_id, route.parent_thread_id)
+            self._queue_update(route.program_id)
+        self.calls[route.call_id] = live
+        live.task = asyncio.get_running_loop().create_task(self._serve(live))
+        return m.OkReply(detail=self.engine_id)
+
+    def _request_body(self, route: m.RouteCall) -> bytes:
+        request = json.loads(route.openai_body)
+        xargs = {k: v for k, v in (request.get("vllm_xargs") or {}).items() if not k.startswith(FLAT_PREFIX)}
+        extra = {}
+        if route.program_started_at_ns:
+            extra["program_arrival_s"] = route.program_started_at_ns / 1e9  # vLLM's arrival clock is wall time
+        xargs.update(flat_program_args(route.program_id, route.thread_id, route.call_id, **extra))
+        request["vllm_xargs"] = xargs
+        request["request_id"] = route.call_id
+        return json.dumps(request, separators=(",", ":")).encode()
+
+    async def _serve(self, live: VllmCall) -> None:
+        route = live.route
+        status = 0
+        try:
+            pending = b""
+            last_sent_s = 0.0
+            async for status, content_type, piece in self.serving.request(route.endpoint, self._request_body(route)):
+                if live.next_index == 0:  # the status line: the client's response can start
+                    await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(),
+                                                        http_status=status, content_type=content_type, body=piece))
+                    last_sent_s = time.monotonic()
+                    continue
+                if not live.started and piece:
+                    live.started = True
+                    await self.bus.publish_event_unacked(m.CallStarted(
+                        call_id=route.call_id, program_id=route.program_id, engine_id=self.engine_id,
+                        thread_id=route.thread_id, wait_s=time.monotonic() - live.submitted_s))
+                pending += piece
+                now = time.monotonic()
+                if now - last_sent_s >= self.stream_interval_s:
+                    await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(), body=pending))
+                    pending, last_sent_s = b"", now
+            live.answered = True
+            record = await self._record(route.call_id) if status == 200 else None
+            await self._send(live, m.TokenChunk(
+                call_id=route.call_id, index=live.take_index(), body=pending, done=True,
+                finish_reason=(record or {}).get("finish_reason") or ("stop" if status == 200 else "error"),
+                prompt_tokens=(record or {}).get("prompt_tokens", 0),
+                output_tokens=(record or {}).get("output_tokens", 0),
+                prefix_hit_tokens=(record or {}).get("prefix_hit_tokens", 0)))
+            self._complete(live, record, "error" if status != 200 else None)
+        except asyncio.CancelledError:
+            self._complete(live, await self._record(route.call_id, timeout_s=1.0), "aborted")
+        except Exception as exc:  # vLLM's app failed outside its own error handling
+            self.log.error("call_failed", call_id=route.call_id, error=repr(exc))
+            with contextlib.suppress(Exception):
+                await self._send(live, m.TokenChunk(
+                    call_id=route.call_id, index=live.take_index(), done=True, finish_reason="error",
+                    error_code=ErrorCode.INTERNAL.value, error_description=f"engine error: {exc}"))
+            self._complete(live, await self._record(route.call_id, timeout_s=1.0), "error")
+        finally:
+            self.calls.pop(route.call_id, None)
+
+    async def _send(self, live: VllmCall, chunk: m.TokenChunk) -> None:
+        await self.bus.publish(live.route.reply_subject, chunk)
+
+    def _complete(self, live: VllmCall, record: dict | None, failure: str | None) -> None:
+        """Close the call's accounting: a CallCompleted always, with what the engine measured (a
+        request vLLM refused, or one lost with the engine core, was charged nothing)."""
+        route = live.route
+        r = record or {}
+        done = CallCompletion(
+            call_id=route.call_id, program_id=route.program_id, thread_id=route.thread_id,
+            service_s=float(r.get("service_s", 0.0)), wait_s=float(r.get("wait_s", 0.0)),
+            preemptions=int(r.get("preemptions", 0)), prompt_tokens=int(r.get("prompt_tokens", 0)),
+            output_tokens=int(r.get("output_tokens", 0)), prefix_hit_tokens=int(r.get("prefix_hit_tokens", 0)),
+            recomputed_tokens=int(r.get("recomputed_tokens", 0)), first_token_s=0.0, finish_s=0.0,
+            thread_service_at_submit_s=None if live.view_behind or record is None else r.get("thread_service_at_submit_s"),
+            submit_epoch=int(r.get("submit_epoch", 0)))
+        if record is not None:
+            self.directory.fold_completion(done)
+        self.num_completed += 1
+        self.completions.publish(m.CallCompleted(
+            call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
+            parent_thread_id=route.parent_thread_id, tenant=route.tenant, engine_id=self.engine_id,
+            service_s=done.service_s, wait_s=done.wait_s, preemptions=done.preemptions,
+            prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
+            prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
+            thread_service_at_submit_s=done.thread_service_at_submit_s,
+            submit_epoch=done.submit_epoch if record is not None else None,
+            finish_reason=failure or r.get("finish_reason") or "stop", completed_at_ns=time.time_ns()))
+
+    # --- accounting records from the engine core ----------------------------------------------
+    async def _record(self, call_id: str, timeout_s: float = RECORD_WAIT_S) -> dict | None:
+        """The call's accounting record; vLLM frees a request before its last output leaves the
+        engine core, so one drain after the answer ends normally finds it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = self._records.pop(call_id, None)
+            if record is not None:
+                return record
+            if time.monotonic() >= deadline:
+                self.log.warning("call_record_missing", call_id=call_id)
+                return None
+            await self.drain()
+            if call_id not in self._records:
+                await asyncio.sleep(0.01)
+
+    async def drain(self) -> dict:
+        """Take finished calls' records and the engine's load from the scheduler (one utility call;
+        concurrent callers share it)."""
+        if self._drain_lock.locked():
+            async with self._drain_lock:
+                return self._load
+        async with self._drain_lock:
+            out = await self.serving.scheduler_call("drain")
+            for record in out["finished"]:
+                self._records[record["call_id"]] = record
+            if len(self._records) > 10_000:  # records nobody claims (never: every call claims its own)
+                for key in list(self._records)[:5_000]:
+                    del self._records[key]
+            self._load = out
+            return out
+
+    # --- program state -------------------------------------------------------------------------
+    def _queue_ops(self, *ops: tuple) -> None:
+        self._ops.extend(ops)
+        if self._ops_flush is None or self._ops_flush.done():
+            self._ops_flush = asyncio.get_running_loop().create_task(self._flush_ops())
+
+    async def _flush_ops(self) -> None:
+        await asyncio.sleep(OPS_FLUSH_S)
+        ops, self._ops = self._ops, []
+        if ops:
+            try:
+                await self.serving.scheduler_call("apply", ops)
+            except Exception as exc:  # the engine core is gone: the process ends through its task
+                self.log.error("scheduler_ops_failed", error=repr(exc), num_ops=len(ops))
+
+    def _queue_update(self, program_id: str) -> None:
+        led = self.directory.ledger(program_id)
+        self._queue_ops(("update", program_id, led.service_s, led.wait_s, dict(led.thread_service_s), led.epoch,
+                         self.directory.num_completed(program_id)))
+
+    async def on_program_update(self, msg: Incoming) -> None:
+        u: m.ProgramServiceUpdated = msg.body
+        if self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
+                                       u.num_completed_calls):
+            self._queue_ops(("update", u.program_id, u.service_s, u.wait_s, dict(u.thread_service_s), u.epoch,
+                             u.num_completed_calls))
+
+    async def on_promotion(self, msg: Incoming) -> None:
+        p: m.ProgramPromoted = msg.body
+        if self.directory.apply_promotion(p.program_id, p.epoch):
+            self._queue_ops(("promote", p.program_id, p.epoch))
+            self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+
+    def forget_session(self, program_id: str) -> None:
+        """A closed session leaves the engine core's directory too (ProgramForgetter calls this)."""
+        self._queue_ops(("close", program_id))
+
+    # --- periodic state ------------------------------------------------------------------------
+    def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
+        load = self._load
+        used, total = load.get("kv_used_blocks", 0), load.get("kv_total_blocks", 0)
+        return m.EngineHeartbeat(
+            engine_id=self.engine_id, backend=self.backend, queue_depth=load.get("waiting", 0),
+            running_calls=load.get("running", 0), kv_used_blocks=used, kv_total_blocks=total,
+            kv_use=used / total if total else 0.0, load=float(load.get("load", 0)), interval_s=interval_s,
+            started_at_ns=self.started_at_ns, model=self.model_name, tokenizer=self.serving.tokenizer_source,
+            max_model_len=self.serving.max_model_len)
+
+    def queue_snapshot(self) -> m.EngineQueueSnapshot:
+        now = time.monotonic()
+        waiting = [m.WaitingCall(
+            call_id=c.route.call_id, program_id=c.route.program_id, thread_id=c.route.thread_id,
+            wait_s=max(now - c.submitted_s, 0.0),
+            level=self.policy.mlfq.level_for(self.directory.ledger(c.route.program_id).service_s)
+            if self.policy.program_aware else 0) for c in self.calls.values() if not c.started]
+        running = [cid for cid, c in self.calls.items() if c.started]
+        return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,
+                                     running_call_ids=running)
+
+    async def publish_state(self, interval_s: float, snapshot: bool) -> None:
+        try:
+            await self.drain()
+        except Exception as exc:
+            self.log.error("engine_core_unreachable", error=repr(exc))
+            raise
+        await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
+        if snapshot:
+            await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())
+
+    async def stop(self, timeout_s: float) -> None:
+        tasks = [c.task for c in self.calls.values() if c.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        await self.completions.drain(timeout_s)

@@ -1,0 +1,103 @@
+"""Wiring of backend `vllm`: start the real engine, then the agent that serves routed calls on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from pathlib import Path
+
+from services.engine_agent.forget import subscribe_forgetting
+from services.engine_agent.settings import EngineAgentSettings
+from services.engine_agent.vllm_agent import VllmEngineAgent
+from shared.bus.bus import Bus
+from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.starvation import StarvationConfig
+from shared.engine.program_directory import CachedProgramDirectory
+from shared.engine.program_sched import SchedulerSettings
+from shared.engine.tiny_model import TINY_MODEL_ALIAS, make_tiny_model
+from shared.logging import get_logger
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+# the tiny model on a CPU: random weights (nothing to load), no compilation, a KV cache sized in
+# bytes (on CPU vLLM's memory share is of host memory, and its default does not fit beside the rest)
+TINY_MODEL_VLLM_ARGS = ("--load-format", "dummy", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20),
+                        "--max-model-len", "131072", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
+
+def serve_config(settings: EngineAgentSettings):
+    """The vLLM engine this agent runs: model, served name, scheduler class and settings, flags."""
+    from shared.engine.vllm_serving import VllmServeConfig  # imports vLLM
+
+    extra = tuple(shlex.split(settings.engine_vllm_args))
+    model, name = settings.engine_model.strip(), settings.engine_served_model_name.strip()
+    if model == TINY_MODEL_ALIAS:
+        model = str(make_tiny_model(Path(settings.engine_tiny_model_dir)))
+        extra = TINY_MODEL_VLLM_ARGS + extra  # later flags win in vLLM's parser
+        name = name or TINY_MODEL_ALIAS
+    policy = SchedulingPolicy(settings.scheduling_policy)
+    # anti-starvation is the controller's (cluster-wide) decision, applied from ProgramPromoted
+    sched = SchedulerSettings(policy=policy, starvation=StarvationConfig(beta=None))
+    kind = "stock-fcfs" if policy.name is PolicyName.FCFS else "autellix"
+    return VllmServeConfig(model=model, served_model_name=name or model, scheduler_settings=sched.to_config(),
+                           extra_args=extra, scheduler_kind=kind)
+
+
+class RunningVllmAgent:
+    def __init__(self, bus: Bus, agent: VllmEngineAgent, serving, tasks: list[asyncio.Task]) -> None:
+        self.bus = bus
+        self.agent = agent
+        self.serving = serving
+        self.tasks = tasks
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.agent.stop(timeout_s=5.0)
+        await self.serving.stop()
+        await self.bus.close()
+
+
+async def start_vllm_agent(settings: EngineAgentSettings) -> RunningVllmAgent:
+    from shared.engine.vllm_serving import VllmServing  # imports vLLM
+
+    log = get_logger(engine_id=settings.engine_id)
+    config = serve_config(settings)
+    serving = await VllmServing.start(config)
+    try:
+        await serving.scheduler_call("serve")
+        policy = SchedulingPolicy(settings.scheduling_policy)
+        directory = CachedProgramDirectory(policy.aggregation)
+        bus = await Bus.connect(settings.nats_url, "engine_agent", settings.nats_connect_timeout_s)
+    except BaseException:
+        await serving.stop()
+        raise
+    await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
+    agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, config.served_model_name,
+                            settings.stream_interval_s)
+    await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
+                        types=(m.RunCall, m.CancelCall))
+    await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
+    await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
+    await subscribe_forgetting(bus, directory, agent)
+
+    async def health() -> tuple[bool, str]:
+        return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"
+    await bus.serve_health(health)
+
+    async def state_forever() -> None:
+        every = max(1, round(settings.queue_snapshot_interval_s / settings.heartbeat_interval_s))
+        tick = 0
+        while True:
+            await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
+            tick += 1
+            await asyncio.sleep(settings.heartbeat_interval_s)
+
+    await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)
+    log.info("engine_agent_started", backend="vllm", policy=policy.name.value, model=config.model,
+             served_model_name=config.served_model_name, max_model_len=serving.max_model_len)
+    return RunningVllmAgent(bus, agent, serving, [asyncio.create_task(state_forever())])
