@@ -5,7 +5,8 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py")}
+VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py",
+                                                                "vllm_serving.py")}
 
 
 def _imports(path: pathlib.Path) -> set[str]:

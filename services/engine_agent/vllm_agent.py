@@ -34,6 +34,7 @@ from shared.protocol.errors import ErrorCode
 
 OPS_FLUSH_S = 0.005  # program updates reach the engine core in batches at most this late
 RECORD_WAIT_S = 5.0  # how long a finished answer waits for its accounting record
+ENGINE_CORE_DEADLINE_S = 120.0  # no answer to a drain for this long: the engine core is dead
 
 
 @dataclass
@@ -74,6 +75,8 @@ class VllmEngineAgent:
         self._record_waiters: dict[str, asyncio.Future] = {}
         self._drain_lock = asyncio.Lock()
         self._load: dict = {}
+        self._state_drain: asyncio.Task | None = None
+        self._state_drain_since = 0.0
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -274,11 +277,17 @@ class VllmEngineAgent:
                                      running_call_ids=running)
 
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
-        try:
-            await self.drain()
-        except Exception as exc:
-            self.log.error("engine_core_unreachable", error=repr(exc))
-            raise
+        """Heartbeat with the load of the last drain: a long engine step (a CPU prefill, a grammar
+        compile) delays the drain, never the heartbeat. An engine core that answers nothing for
+        ENGINE_CORE_DEADLINE_S is dead (e.g. its worker died): raise, and the agent stops."""
+        if self._state_drain is None or self._state_drain.done():
+            if self._state_drain is not None and self._state_drain.exception() is not None:
+                raise RuntimeError("engine core drain failed") from self._state_drain.exception()
+            self._state_drain = asyncio.get_running_loop().create_task(self.drain())
+            self._state_drain_since = time.monotonic()
+        elif time.monotonic() - self._state_drain_since > ENGINE_CORE_DEADLINE_S:
+            self.log.error("engine_core_unresponsive", waited_s=round(time.monotonic() - self._state_drain_since, 1))
+            raise RuntimeError(f"the vLLM engine core answered nothing for {ENGINE_CORE_DEADLINE_S} s")
         await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
         if snapshot:
             await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())

