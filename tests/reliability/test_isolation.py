@@ -76,7 +76,10 @@ async def test_clients_cannot_set_priority_service_or_tenant(http, chaos_stack):
     ok = await http.post("/v1/chat/completions", headers=_h(chaos_stack, "acme"), json=_chat(session_id=sid))
     assert ok.status_code == 200
     before = await _settled_service(http, chaos_stack, sid, num_calls=1)
-    forged = _chat(session_id=sid, priority=-100, mlfq_level=0, level=0, service_s=0.0, attained_service_s=0.0,
+    refused = await http.post("/v1/chat/completions", headers=_h(chaos_stack, "acme"),
+                              json=_chat(session_id=sid, priority=-100))
+    _assert_openai_error(refused, 400, "unsupported_parameter")  # the program's level decides, never the client
+    forged = _chat(session_id=sid, mlfq_level=0, level=0, service_s=0.0, attained_service_s=0.0,
                    tenant="globex", program_id="p-other", engine_id="e1", epoch=99)
     resp = await http.post("/v1/chat/completions", headers=_h(chaos_stack, "acme", **{"X-Tenant": "globex"}),
                            json=forged)
@@ -139,7 +142,7 @@ async def test_no_api_route_takes_a_call_or_stream_id(http, chaos_stack):
     another's stream."""
     paths = set((await http.get("/openapi.json")).json()["paths"])
     assert paths == {"/v1/sessions", "/v1/sessions/{session_id}", "/v1/chat/completions", "/v1/completions",
-                     "/v1/models", "/healthz"}
+                     "/v1/responses", "/v1/models", "/healthz"}
 
 
 async def test_no_key_in_any_log(http, chaos_stack):

@@ -16,7 +16,7 @@ import pytest
 
 from tests.serving.hint_stack import hint_stack
 
-MODEL = "autellix-lite"
+MODEL = "autellix-lite"  # what lite engines serve; emulated ones serve "autellix-emulated"
 NUM_BLOCKS = 128
 HISTORY_TOKENS = 640  # 40 blocks
 FILLER_TOKENS = 960  # 60 blocks each
@@ -32,7 +32,15 @@ async def small_stack(request, tmp_path_factory, postgres_server, _migrated_temp
 
 
 def _client(stack) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+    """A client whose calls name the model the stack's engines serve."""
+    backend = stack.agents[stack.engine_ids[0]].agent.backend
+    client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+    create = client.chat.completions.create
+
+    async def create_for_backend(**kwargs):
+        return await create(**{**kwargs, "model": f"autellix-{backend}"})
+    client.chat.completions.create = create_for_backend
+    return client
 
 
 def _text(tag: str, num_tokens: int) -> str:

@@ -1,0 +1,183 @@
+"""Mesh overhead over the same real engine called directly, side by side in one run.
+
+`python -m loadgen.live.real_overhead --json PATH` starts `autellix up --backend vllm --model tiny
+--engines 1` and, beside it, vLLM's own OpenAI server on the same tiny model (same flags, same
+random weights), then alternates rounds of `--concurrency` concurrent streaming calls between the
+two (greedy, `ignore_eos`, the same prompt and length, so both do the same work), and finally sends
+a long prompt (`--long-chars` characters) to each. Reports end-to-end and first-token latency
+percentiles for both and the differences (mesh minus direct). Both servers share this machine's
+cores, so they are measured in turns, never at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API_KEY = "sk-bench-0123456789"
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def _free_port() -> int:
+    from shared.runtime.ports import free_port
+
+    return free_port()
+
+
+def start_servers(state: Path, startup_s: float = 400.0) -> tuple[subprocess.Popen, str, subprocess.Popen, str]:
+    """(mesh process, its URL, direct process, its URL) once both answer."""
+    from services.engine_agent.vllm_main import TINY_MODEL_VLLM_ARGS
+    from shared.engine.tiny_model import make_tiny_model
+
+    model_dir = make_tiny_model(state / "tiny-model")
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
+    env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+    mesh_port, direct_port = _free_port(), _free_port()
+    mesh = subprocess.Popen([sys.executable, "-m", "autellix", "up", "--backend", "vllm", "--model", "tiny",
+                             "--engines", "1", "--state-dir", str(state), "--port", str(mesh_port),
+                             "--nats-port", "0", "--startup-timeout", str(startup_s)],
+                            cwd=REPO_ROOT, env=env, stdout=open(state / "up.log", "w"), stderr=subprocess.STDOUT)
+    direct = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+                               "--served-model-name", "tiny", "--port", str(direct_port), "--host", "127.0.0.1",
+                               "--scheduling-policy", "priority", *TINY_MODEL_VLLM_ARGS],
+                              cwd=state, env=env, stdout=open(state / "direct.log", "w"), stderr=subprocess.STDOUT)
+    urls = (f"http://127.0.0.1:{mesh_port}", f"http://127.0.0.1:{direct_port}")
+    deadline = time.monotonic() + startup_s
+    for url, proc in ((urls[1], direct), (urls[0], mesh)):
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not start; see {state}")
+            try:
+                r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
+                if r.status_code == 200 and r.json()["data"]:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1.0)
+    return mesh, urls[0], direct, urls[1]
+
+
+async def _stream_call(http: httpx.AsyncClient, url: str, prompt: str, max_tokens: int) -> tuple[float, float]:
+    body = {"model": "tiny", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "ignore_eos": True, "stream": True}
+    t0 = time.perf_counter()
+    first = None
+    async with http.stream("POST", f"{url}/v1/chat/completions", json=body,
+                           headers={"Authorization": f"Bearer {API_KEY}"}) as resp:
+        resp.raise_for_status()
+        async for line in resp.aiter_lines():
+            if first is None and line.startswith("data: ") and '"content":"' in line and '"content":""' not in line:
+                first = time.perf_counter()
+    end = time.perf_counter()
+    return end - t0, (first or end) - t0
+
+
+async def _round(http, url: str, concurrency: int, max_tokens: int, rng: random.Random) -> list[tuple[float, float]]:
+    prompts = [f"step {rng.randrange(10**9)} plan the next step" for _ in range(concurrency)]
+    return await asyncio.gather(*(_stream_call(http, url, p, max_tokens) for p in prompts))
+
+
+async def _long(http, url: str, chars: int) -> tuple[float, int]:
+    words = "the quick brown fox jumps over the lazy dog plan the next step read the file run the tests".split()
+    rng = random.Random(chars)
+    text = " ".join(rng.choice(words) for _ in range(chars // 3))[:chars]
+    t0 = time.perf_counter()
+    resp = await http.post(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"},
+                           json={"model": "tiny", "messages": [{"role": "user", "content": text}], "max_tokens": 8,
+                                 "temperature": 0, "ignore_eos": True}, timeout=600)
+    resp.raise_for_status()
+    return time.perf_counter() - t0, resp.json()["usage"]["prompt_tokens"]
+
+
+def _summary(samples: list[float]) -> dict:
+    return {"p50_ms": round(_pct(samples, 50) * 1e3, 2), "p99_ms": round(_pct(samples, 99) * 1e3, 2),
+            "mean_ms": round(statistics.fmean(samples) * 1e3, 2), "n": len(samples)}
+
+
+async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int, max_tokens: int,
+                  long_chars: int, long_runs: int) -> dict:
+    rng = random.Random(0)
+    results = {"mesh": {"e2e": [], "ttft": []}, "direct": {"e2e": [], "ttft": []}}
+    limits = httpx.Limits(max_connections=concurrency * 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        for url in (direct_url, mesh_url):  # warm-up: a round each, discarded
+            await _round(http, url, concurrency, max_tokens, rng)
+        for i in range(rounds):
+            order = [("direct", direct_url), ("mesh", mesh_url)]
+            if i % 2:
+                order.reverse()
+            for name, url in order:
+                for e2e, ttft in await _round(http, url, concurrency, max_tokens, rng):
+                    results[name]["e2e"].append(e2e)
+                    results[name]["ttft"].append(ttft)
+        long = {"mesh": [], "direct": []}
+        prompt_tokens = 0
+        for i in range(long_runs):
+            for name, url in ((("direct", direct_url), ("mesh", mesh_url)) if i % 2 == 0
+                              else (("mesh", mesh_url), ("direct", direct_url))):
+                seconds, prompt_tokens = await _long(http, url, long_chars)
+                long[name].append(seconds)
+    out = {name: {k: _summary(v) for k, v in r.items()} for name, r in results.items()}
+    added = {f"{k}_{q}": round(out["mesh"][k][f"{q}_ms"] - out["direct"][k][f"{q}_ms"], 2)
+             for k in ("e2e", "ttft") for q in ("p50", "p99")}
+    return {"calls": out, "added_ms": added,
+            "long_prompt": {"chars": long_chars, "prompt_tokens": prompt_tokens,
+                            "mesh": _summary(long["mesh"]), "direct": _summary(long["direct"]),
+                            "added_p50_ms": round((_pct(long["mesh"], 50) - _pct(long["direct"], 50)) * 1e3, 1)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadgen.live.real_overhead", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--concurrency", type=int, default=10)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--long-chars", type=int, default=100_000)
+    p.add_argument("--long-runs", type=int, default=3)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    state = Path(tempfile.mkdtemp(prefix="autellix-overhead-", dir="/tmp"))
+    mesh = direct = None
+    try:
+        mesh, mesh_url, direct, direct_url = start_servers(state)
+        result = asyncio.run(measure(mesh_url, direct_url, args.rounds, args.concurrency, args.max_tokens,
+                                     args.long_chars, args.long_runs))
+    finally:
+        for proc in (mesh, direct):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(2)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        shutil.rmtree(state, ignore_errors=True)
+    result = {"benchmark": "mesh over a direct call of the same real vLLM engine (tiny model, CPU)",
+              "command": "python -m loadgen.live.real_overhead " + " ".join(argv or sys.argv[1:]),
+              "rounds": args.rounds, "concurrency": args.concurrency, "max_tokens": args.max_tokens, **result}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
