@@ -132,18 +132,18 @@ class VllmEngineAgent:
                         thread_id=route.thread_id, wait_s=time.monotonic() - live.submitted_s))
                 pending += piece
                 now = time.monotonic()
-                if now - last_sent_s >= self.stream_interval_s:
+                # the first content goes at once (time to first token); later pieces coalesce
+                if live.next_index == 1 or now - last_sent_s >= self.stream_interval_s:
                     await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(), body=pending))
                     pending, last_sent_s = b"", now
             live.answered = True
-            record = await self._record(route.call_id) if status == 200 else None
+            # the client's answer ends now; the accounting record (one drain of the engine core,
+            # behind its current step) follows into CallCompleted without holding the answer up
             await self._send(live, m.TokenChunk(
                 call_id=route.call_id, index=live.take_index(), body=pending, done=True,
-                finish_reason=(record or {}).get("finish_reason") or ("stop" if status == 200 else "error"),
-                prompt_tokens=(record or {}).get("prompt_tokens", 0),
-                output_tokens=(record or {}).get("output_tokens", 0),
-                prefix_hit_tokens=(record or {}).get("prefix_hit_tokens", 0)))
-            self._complete(live, record, "error" if status != 200 else None)
+                finish_reason="stop" if status == 200 else "error"))
+            self._complete(live, await self._record(route.call_id) if status == 200 else None,
+                           "error" if status != 200 else None)
         except asyncio.CancelledError:
             self._complete(live, await self._record(route.call_id, timeout_s=1.0), "aborted")
         except Exception as exc:  # vLLM's app failed outside its own error handling
