@@ -14,9 +14,9 @@ import pytest
 
 from services.controller.handlers import ControllerService
 from services.controller.settings import ControllerSettings
-from shared.engine.program_directory import CachedProgramDirectory
 from shared.core.program import ServiceAggregation
 from shared.engine.api import CallCompletion
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.nats_server import NatsServer

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from services.engine_agent.backends import make_engine
-from shared.engine.program_directory import CachedProgramDirectory
 from services.engine_agent.stepper import RealTimeStepper
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.engine.api import EngineCall
+from shared.engine.program_directory import CachedProgramDirectory
 
 
 def _engine(num_blocks: int | None = None):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.engine.program_directory import CachedProgramDirectory
 from shared.core.program import ServiceAggregation
 from shared.engine.api import CallCompletion
+from shared.engine.program_directory import CachedProgramDirectory
 
 
 def _done(call_id: str, service_s: float, thread: str = "main", base: float = 0.0, epoch: int = 0) -> CallCompletion:
