@@ -141,7 +141,13 @@ async def test_audit_stream_records_a_scripted_session(up):
         assert opened.status_code == 201, opened.text
         session_id = opened.json()["id"] if "id" in opened.json() else opened.json()["session_id"]
         client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=up.api_key)
-        model = (await client.models.list()).data[0].id
+        served = []
+        for _ in range(100):  # the API learns the served models from the engines' heartbeats
+            served = (await client.models.list()).data
+            if served:
+                break
+            await asyncio.sleep(0.1)
+        model = served[0].id
         stream = await client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=4, stream=True,
             extra_headers={"X-Session-Id": session_id})
