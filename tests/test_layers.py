@@ -1,4 +1,4 @@
-"""The layering rules of STYLE.md, checked on the source: shared <- services <- loadgen <- autellix,
+"""The project's layering rules, checked on the source: shared <- services <- loadgen <- autellix,
 and only the vLLM module family imports vLLM (the adapter and the block-pool retention it mixes in)."""
 
 import ast
@@ -6,7 +6,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py",
-                                                                "vllm_serving.py")}
+                                                                "vllm_serving.py", "vllm_queue.py")}
 
 
 def _imports(path: pathlib.Path) -> set[str]:

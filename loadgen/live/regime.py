@@ -1,6 +1,6 @@
 """The engines' regime during a live run, from their heartbeats: running and waiting calls, KV use.
 
-A ratio between policies means little without the regime beside it (DESIGN.md): below
+A ratio between policies means little without the regime beside it: below
 saturation nothing queues and every policy ties.
 """
 

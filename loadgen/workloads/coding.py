@@ -4,7 +4,7 @@ One thread; each step is one LLM call (thought + action) followed by one tool ru
 appended to the context, so call k's prompt = system + task + every earlier (output, observation)
 pair. The tool run before call k is `CallSpec.tool` of call k, its pause `delay_s`.
 
-Figures and where they come from (saga-paper-notes.txt unless marked assumption):
+Figures and where they come from (the SAGA paper unless marked assumption):
 - steps (calls) per program: log-normal, mean 37, at most 150 ("SWE-bench, mean 37 / max 150
   steps"); log-sigma 0.6 and a floor of 3 are assumptions. Clamping makes the mean a little lower.
 - context: 2-4K tokens at the start growing to 16-128K ("2-4K -> 16-128K tokens"): a 2,500-token

@@ -2,7 +2,7 @@
 
 Shape: the program forks one thread per chunk (thread `map<i>`, `parent_thread_id="main"`), each
 running one map call over its chunk in parallel; a single reduce call on thread `main` depends on
-every map call and reads all their outputs. The paper (and DESIGN.md) give the shape only, no
+every map call and reads all their outputs. The paper give the shape only, no
 figures, so every number below is an assumption, stated so results can be read against it:
 - fan-out: uniform integer in [4, 16] chunks (mean 10, so 11 calls per program on average).
 - chunk tokens: log-normal, mean 1500, log-sigma 0.3 (text splitters cut ~1-2K-token chunks).

@@ -9,15 +9,15 @@ prompt). `depends_on` holds the tree edge first (the selected node's call) and t
 the previous iteration: LATS evaluates and back-propagates an expansion before it selects again.
 
 Figures and where they come from:
-- calls per program: 1 + 5 x iterations, mean 159.7 (DESIGN.md and agentix-nsdi26-analysis.txt:
+- calls per program: 1 + 5 x iterations, mean 159.7 (the Autellix paper and the Agentix (NSDI 2026) analysis:
   "159.7 for LATS"), so iterations are log-normal with mean (159.7 - 1) / 5 = 31.74, log-sigma 0.5
   (assumption; Fig. 11 of the paper calls the distribution long-tailed), at least 1, at most 200.
-- 5-way expansion (DESIGN.md: "5-way expansion").
+- 5-way expansion (the paper: "5-way expansion").
 - prompt tokens: the paper's 467 is read as the tokens each call adds to its parent's context
   (the task for the root, the observation for a child), log-normal with log-sigma 0.5
   (assumption). The full context a call carries is larger (the trajectory down the tree);
   `autellix workload-stats` reports both.
-- output tokens per call: log-normal, mean 73 (DESIGN.md), log-sigma 0.5 (assumption).
+- output tokens per call: log-normal, mean 73 (the Autellix paper), log-sigma 0.5 (assumption).
 - depth limit 7 (assumption, the order of LATS's search depth on HotpotQA).
 - tool pauses: tool class `environment` (the action's observation) before each child call; zero
   unless enabled.

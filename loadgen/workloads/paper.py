@@ -1,7 +1,7 @@
 """Published figures to print beside measured workload statistics (`autellix workload-stats`).
 
-Sources: DESIGN.md "Workloads" (the Autellix paper's figures), agentix-nsdi26-analysis.txt
-(6.66 / 10.75 / 159.7 calls per program), saga-paper-notes.txt (SWE-bench mean 37 / max 150
+Sources: the Autellix paper's workload figures (the Autellix paper's figures), the Agentix (NSDI 2026) analysis
+(6.66 / 10.75 / 159.7 calls per program), the SAGA paper (SWE-bench mean 37 / max 150
 steps, contexts 2-4K growing to 16-128K; WebArena mean 18 steps). Keys match `WorkloadStats` rows.
 """
 
@@ -11,7 +11,7 @@ PAPER_FIGURES: dict[str, dict[str, str]] = {
     "chatbot": {
         "calls/program": "6.66 mean (6.7-7.2), Pareto tail alpha ~1.5",
         "output tokens/call": "339 mean",
-        "context tokens/call": "~8K mean, p99 ~100K (DESIGN.md)",
+        "context tokens/call": "~8K mean, p99 ~100K (ShareGPT histories)",
     },
     "react": {
         "calls/program": "10.75 mean",

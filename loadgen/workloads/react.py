@@ -2,15 +2,15 @@
 
 Figures and where they come from:
 - calls per program: 1 + geometric (the loop stops with a constant probability after each step,
-  i.e. when the model answers instead of calling a function), mean 10.75 (DESIGN.md, the paper's
-  BFCL figure; agentix-nsdi26-analysis.txt: "10.75 for BFCL"), capped at 100.
-- uncached prefill per call: log-normal, mean 735 tokens (DESIGN.md: "735 uncached prefill"),
+  i.e. when the model answers instead of calling a function), mean 10.75 (the paper, the paper's
+  BFCL figure; the Agentix (NSDI 2026) analysis: "10.75 for BFCL"), capped at 100.
+- uncached prefill per call: log-normal, mean 735 tokens (the paper: "735 uncached prefill"),
   log-sigma 0.8 (assumption). On the first call it is the user request; later it is the tool
   result (observation) returned by the function just called.
-- decode per call: log-normal, mean 34 tokens (DESIGN.md: "34 decode"), log-sigma 0.6
+- decode per call: log-normal, mean 34 tokens (the paper: "34 decode"), log-sigma 0.6
   (assumption; a function call in JSON is short and regular).
 - tool schemas: one 5,000-token system segment `react:tool-schemas` shared by *all* react
-  programs (DESIGN.md "Where the gains come from": BFCL's 735 tokens are the uncached part of a
+  programs (the paper "Where the gains come from": BFCL's 735 tokens are the uncached part of a
   context that carries about 5K tokens of tool schemas).
 - context: call k's prompt = schemas + (input_j, output_j) for j < k + input_k; everything but the
   newest input is a cached prefix, so the uncached part stays 735 on average while KV occupancy

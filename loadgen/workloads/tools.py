@@ -3,14 +3,14 @@
 Paper workloads (chatbot, react, mapreduce, mcts, mixed) run with zero pauses by default, as the
 Autellix paper's reproduction does; `tool_delays=True` turns on the generic model below.
 
-Generic model (DESIGN.md "Workloads", from real agent traces): p50 0.3 s, p90 13.6 s, i.e.
+Generic model (the Autellix paper's workload figures, from real agent traces): p50 0.3 s, p90 13.6 s, i.e.
 log-normal with median 0.3 s and log-space sigma ln(13.6/0.3)/z_0.9 = 2.98 (mean about 25 s,
 p99 about 300 s). It is deliberately uncapped: the tail is the point. Every tool class that has no
 profile of its own uses it.
 
 Per-class profiles (coding and browser agents) give a median and take sigma = 1.0, i.e. a
 coefficient of variation of 1.31, inside the 1.0-1.5 that SAGA reports for production tool latency
-(saga-paper-notes.txt, "production CV is 1.0-1.5").
+(the SAGA paper, "production CV is 1.0-1.5").
 """
 
 from __future__ import annotations

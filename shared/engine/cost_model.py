@@ -1,7 +1,7 @@
 """Step-time model of one engine: linear layers, attention over whole contexts, KV swaps.
 
 Pure arithmetic (no clock, no I/O). Every constant cites its source; none is tuned toward a
-benchmark target. Formulas (DESIGN.md, "Cost model"):
+benchmark target. Formulas:
 
 - linear layers: t = sqrt(Tw^2 + (c*N)^2), N = tokens in the step (weight-read floor Tw, compute
   slope c; fitted to Vidur's profiles);
@@ -20,28 +20,28 @@ from dataclasses import dataclass
 
 GIB = 1024**3
 KIB = 1024
-BLOCK_SIZE_TOKENS = 16  # vLLM's default KV block size (DESIGN.md: "blocks of 16 tokens")
+BLOCK_SIZE_TOKENS = 16  # vLLM's default KV block size
 
 # Shared hardware/software figures -------------------------------------------------------------
-A100_HBM_BYTES_PER_S = 2.039e12  # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s (DESIGN.md: 2.04 TB/s)
+A100_HBM_BYTES_PER_S = 2.039e12  # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s
 H100_HBM_BYTES_PER_S = 3.35e12  # NVIDIA H100 SXM datasheet: 3.35 TB/s
 A100_BF16_FLOPS = 312e12  # NVIDIA A100 datasheet: 312 TFLOPS dense BF16
 H100_BF16_FLOPS = 989e12  # NVIDIA H100 SXM datasheet: 989 TFLOPS dense BF16
-HBM_EFFICIENCY = 0.7  # DESIGN.md: attention reads KV at 0.7 of peak HBM bandwidth
+HBM_EFFICIENCY = 0.7  # attention reads KV at 0.7 of peak HBM bandwidth
 # FlashAttention-2 (Dao, 2023) reaches 50-73% of peak FLOPs on A100; FlashAttention-3 (Shah et al.,
 # 2024) reports FA2 at ~35% and FA3 at ~75% on H100. 0.5 is the middle of those reports.
 ATTENTION_FLOPS_EFFICIENCY = 0.5
-A100_PCIE_BYTES_PER_S = 25e9  # DESIGN.md: PCIe about 25 GB/s on A100 (Gen4 x16, 32 GB/s peak)
+A100_PCIE_BYTES_PER_S = 25e9  # PCIe about 25 GB/s on A100 (Gen4 x16, 32 GB/s peak)
 # PCIe Gen5 x16 peaks at 64 GB/s (PCI-SIG); same attained share as A100's 25/32 -> about 50 GB/s
 H100_PCIE_BYTES_PER_S = 64e9 * 25 / 32
-SWAP_COPY_S = 2.5e-6  # DESIGN.md: 2.5 us per copy (cudaMemcpyAsync launch + sync per block)
+SWAP_COPY_S = 2.5e-6  # 2.5 us per copy (cudaMemcpyAsync launch + sync per block)
 A100_NVLINK_BYTES_PER_S = 300e9  # NVIDIA A100 datasheet: NVLink 600 GB/s bidirectional = 300 GB/s each way
 # nccl-tests all_reduce_perf on NVLink A100 nodes shows small-message latencies of order 10 us; an
-# assumed order of magnitude, not a fitted value (the DESIGN gives no figure).
+# assumed order of magnitude, not a fitted value (no published figure).
 ALLREDUCE_LATENCY_S = 10e-6
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM default gpu_memory_utilization
 # Non-KV, non-weight memory (activations of the 8192-token profiling run, CUDA graphs) implied by
-# DESIGN.md's "about 27.5K blocks of 16 tokens free" for the 8B model on an 80 GB A100:
+# "about 27.5K blocks of 16 tokens free" for the 8B model on an 80 GB A100:
 # 0.9 * 80 GiB - 16.06 GB weights - 27,500 * 2 MiB = 3.58 GB. Reused for the other presets.
 NON_KV_RESERVE_BYTES = 0.9 * 80 * GIB - 8.03e9 * 2 - 27_500 * BLOCK_SIZE_TOKENS * 128 * KIB
 
@@ -65,7 +65,7 @@ class ModelShape:
 
 # Llama 3.1 model cards (Meta, config.json on the Hugging Face hub)
 LLAMA31_8B = ModelShape("llama3.1-8b", 8.03e9, num_layers=32, num_heads=32, num_kv_heads=8,
-                        head_dim=128, hidden_size=4096)  # KV 128 KiB/token, as DESIGN.md states
+                        head_dim=128, hidden_size=4096)  # KV 128 KiB/token
 LLAMA31_70B = ModelShape("llama3.1-70b", 70.6e9, num_layers=80, num_heads=64, num_kv_heads=8,
                          head_dim=128, hidden_size=8192)  # KV 320 KiB/token
 
@@ -99,18 +99,18 @@ class HardwarePreset:
 
 
 PRESETS: dict[str, HardwarePreset] = {
-    # DESIGN.md: Tw = 9.76 ms, c = 0.067 ms/token, fitted to Vidur's Llama-3-8B A100 profiles
+    # Tw = 9.76 ms, c = 0.067 ms/token, fitted to Vidur's Llama-3-8B A100 profiles
     "llama3.1-8b-a100": HardwarePreset(
         "llama3.1-8b-a100", LLAMA31_8B, tensor_parallel=1, linear_floor_s=9.76e-3,
         linear_s_per_token=0.067e-3, hbm_bytes_per_s=A100_HBM_BYTES_PER_S, bf16_flops=A100_BF16_FLOPS,
         pcie_bytes_per_s=A100_PCIE_BYTES_PER_S, gpu_memory_bytes=80 * GIB,
-        num_kv_blocks_override=27_500),  # DESIGN.md: about 27.5K blocks free
-    # DESIGN.md: H100 Tw about 5.9 ms, c about 0.023 ms/token (Vidur H100 profiles); 80 GB HBM3
+        num_kv_blocks_override=27_500),  # about 27.5K blocks free
+    # H100 Tw about 5.9 ms, c about 0.023 ms/token (Vidur H100 profiles); 80 GB HBM3
     "llama3.1-8b-h100": HardwarePreset(
         "llama3.1-8b-h100", LLAMA31_8B, tensor_parallel=1, linear_floor_s=5.9e-3,
         linear_s_per_token=0.023e-3, hbm_bytes_per_s=H100_HBM_BYTES_PER_S, bf16_flops=H100_BF16_FLOPS,
         pcie_bytes_per_s=H100_PCIE_BYTES_PER_S, gpu_memory_bytes=80 * GIB),
-    # DESIGN.md: 70B TP4 on A100: Tw 25 ms, c 0.162 ms/token plus all-reduce
+    # 70B TP4 on A100: Tw 25 ms, c 0.162 ms/token plus all-reduce
     "llama3.1-70b-tp4-a100": HardwarePreset(
         "llama3.1-70b-tp4-a100", LLAMA31_70B, tensor_parallel=4, linear_floor_s=25e-3,
         linear_s_per_token=0.162e-3, hbm_bytes_per_s=A100_HBM_BYTES_PER_S, bf16_flops=A100_BF16_FLOPS,

@@ -4,7 +4,7 @@ Pure (no vLLM, no clock): the vLLM subclass passes `now_s` and step durations in
 comes out (priorities, queue repairs, preemptions). Every decision is the shared core's:
 `SchedulingPolicy.key/level`, `plan_preemptions`, `should_promote`, `ProgramLedger`.
 
-Service model (DESIGN.md): a call's attained service is engine time while it is in a scheduled
+Service model: a call's attained service is engine time while it is in a scheduled
 batch (since its program's last promotion); its level comes from the program's service S_p plus
 that attained service, so a new call inherits its program's level and is demoted by its own service.
 """

@@ -11,8 +11,8 @@ import vLLM (with `vllm_retention` and `vllm_cpu`).
   same per-call accounting (the baselines).
 - CPU construction, request building and a fake model-runner output live in
   `shared.engine.vllm_cpu` (the `emulated` engine's driver).
-- `build_engine_core`: vLLM's real `EngineCore` with our scheduler class, for GPU machines
-  (wrapped as an Engine by `shared.engine.vllm_gpu.VllmGpuEngine`).
+- `autellix_call`: the one method this module adds to vLLM's `EngineCore`, through which the
+  `vllm` backend's engine agent reaches the scheduler in the engine core process (vllm_serving).
 
 Settings ride in `VllmConfig.additional_config["autellix"]` (see `SchedulerSettings.from_config`);
 program and thread ids ride in `SamplingParams.extra_args["autellix"]` (see `program_meta`).
@@ -20,18 +20,16 @@ program and thread ids ride in `SamplingParams.extra_args["autellix"]` (see `pro
 
 from __future__ import annotations
 
-import heapq
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
-from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy  # noqa: E402
+from vllm.v1.core.sched.request_queue import SchedulingPolicy  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.engine.core import EngineCore  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
@@ -47,84 +45,10 @@ from shared.engine.program_sched import (  # noqa: E402
     ProgramScheduleState,
     SchedulerSettings,
 )
+from shared.engine.vllm_queue import KeyedRequestQueue  # noqa: E402
 from shared.engine.vllm_retention import VllmRetention  # noqa: E402
 
 BLOCK_SIZE = 16
-
-
-# --- the waiting queue, ordered by the policy key --------------------------------------------
-class KeyedRequestQueue(RequestQueue):
-    """vLLM's priority heap, ordered by our policy key instead of (priority, arrival_time).
-
-    Entries are removed lazily (a tombstone set), so a key change is remove + re-add in O(log n).
-    """
-
-    def __init__(self, key_of: Callable[[Request], tuple]) -> None:
-        self._key_of = key_of
-        self._heap: list[tuple[tuple, int, Request]] = []
-        self._live: dict[int, int] = {}  # id(request) -> entry serial of its live entry
-        self._serial = 0
-
-    def add_request(self, request: Request) -> None:
-        self._serial += 1
-        self._live[id(request)] = self._serial
-        heapq.heappush(self._heap, (self._key_of(request), self._serial, request))
-
-    def _prune(self) -> None:
-        heap = self._heap
-        while heap and self._live.get(id(heap[0][2])) != heap[0][1]:
-            heapq.heappop(heap)
-
-    def pop_request(self) -> Request:
-        self._prune()
-        if not self._heap:
-            raise IndexError("pop from an empty queue")
-        _, _, request = heapq.heappop(self._heap)
-        del self._live[id(request)]
-        return request
-
-    def peek_request(self) -> Request:
-        self._prune()
-        if not self._heap:
-            raise IndexError("peek from an empty queue")
-        return self._heap[0][2]
-
-    def prepend_request(self, request: Request) -> None:
-        self.add_request(request)  # a keyed queue has no front: the key decides
-
-    def prepend_requests(self, requests: Iterable[Request]) -> None:
-        for request in requests:
-            self.add_request(request)
-
-    def remove_request(self, request: Request) -> None:
-        if self._live.pop(id(request), None) is None:
-            raise ValueError(f"request {request.request_id} is not in the queue")
-        if len(self._heap) > 2 * len(self._live) + 64:  # compact when tombstones dominate
-            self._heap = [e for e in self._heap if self._live.get(id(e[2])) == e[1]]
-            heapq.heapify(self._heap)
-
-    def remove_requests(self, requests: Iterable[Request]) -> None:
-        for request in requests:
-            if id(request) in self._live:
-                self.remove_request(request)
-
-    def contains(self, request: Request) -> bool:
-        return id(request) in self._live
-
-    def unordered(self) -> Iterator[Request]:
-        return (e[2] for e in self._heap if self._live.get(id(e[2])) == e[1])
-
-    def smallest(self, n: int) -> list[Request]:
-        return [e[2] for e in heapq.nsmallest(n, (e for e in self._heap if self._live.get(id(e[2])) == e[1]))]
-
-    def __bool__(self) -> bool:
-        return bool(self._live)
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def __iter__(self) -> Iterator[Request]:
-        return iter([e[2] for e in sorted(e for e in self._heap if self._live.get(id(e[2])) == e[1])])
 
 
 # --- per-call accounting shared by our scheduler and the stock baselines -----------------------
@@ -497,22 +421,3 @@ def _autellix_call(self: EngineCore, op: str, *args: Any) -> Any:
 
 
 setattr(EngineCore, SCHEDULER_CALL, _autellix_call)
-
-
-# --- the real engine on a GPU (used by shared/engine/vllm_gpu.py; not run on this CPU-only machine) --
-def build_engine_core(*, model: str, kind: str, settings: dict, max_num_seqs: int = 256,
-                      max_num_batched_tokens: int = 8192, prefix_caching: bool = True,
-                      gpu_memory_utilization: float = 0.9, load_format: str = "auto", **engine_kwargs: Any):
-    """vLLM's real EngineCore in this process (UniProc executor) with our scheduler class."""
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.engine.core import EngineCore
-    from vllm.v1.executor.abstract import Executor
-
-    cls, queue_policy = scheduler_class(kind, sync=False)
-    args = EngineArgs(model=model, skip_tokenizer_init=True, load_format=load_format,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                      enable_prefix_caching=prefix_caching, gpu_memory_utilization=gpu_memory_utilization,
-                      scheduling_policy=queue_policy, scheduler_cls=cls,
-                      additional_config={CONFIG_KEY: dict(settings)}, **engine_kwargs)
-    vllm_config = args.create_engine_config()
-    return EngineCore(vllm_config, executor_class=Executor.get_class(vllm_config), log_stats=False)

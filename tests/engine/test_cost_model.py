@@ -1,4 +1,4 @@
-"""The cost model computes exactly DESIGN.md's formulas with the cited constants."""
+"""The cost model computes exactly the model's formulas with the cited constants."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_decode_attention_reads_whole_context_at_70_percent_of_hbm():
 
 
 def test_kv_capacity_and_bytes_per_token():
-    assert get_preset("llama3.1-8b-a100").num_kv_blocks == 27_500  # DESIGN.md: about 27.5K blocks
+    assert get_preset("llama3.1-8b-a100").num_kv_blocks == 27_500  # about 27.5K blocks free (Vidur's A100 profile)
     assert 26_000 <= get_preset("llama3.1-8b-h100").num_kv_blocks <= 29_000  # same 80 GB, same model
     p70 = get_preset("llama3.1-70b-tp4-a100")
     assert p70.model.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2  # 320 KiB
