@@ -14,6 +14,7 @@ from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
 from services.engine_agent.settings import BACKENDS, EngineAgentSettings
+from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
@@ -76,19 +77,9 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
     await subscribe_forgetting(bus, directory, engine)  # closed sessions leave every per-program cache
 
-    async def health() -> tuple[bool, str]:
-        return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"
-    await bus.serve_health(health)
+    await serve_health(bus, agent)
 
-    async def state_forever() -> None:
-        every = max(1, round(settings.queue_snapshot_interval_s / settings.heartbeat_interval_s))
-        tick = 0
-        while True:
-            await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
-            tick += 1
-            await asyncio.sleep(settings.heartbeat_interval_s)
-
-    tasks = [asyncio.create_task(stepper.run()), asyncio.create_task(state_forever())]
+    tasks = [asyncio.create_task(stepper.run()), asyncio.create_task(state_forever(agent, settings))]
     await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)  # join the router's table now
     get_logger(engine_id=settings.engine_id).info(
         "engine_agent_started", backend=settings.engine_backend, policy=policy.name.value)

@@ -5,7 +5,7 @@ Per call: the client's request body (as the API accepted it) gets the mesh's cal
 our scheduler reads them), goes through vLLM's own OpenAI app (`VllmServing.request`), and vLLM's
 answer travels back on the call's reply subject piece by piece, as vLLM wrote it. When the answer
 ends, the scheduler's accounting of the call (service, wait, preemptions, tokens, prefix hits) is
-drained from the engine core and becomes the final chunk's usage and the `CallCompleted` event.
+drained from the engine core, without holding the answer up, and becomes the `CallCompleted` event.
 
 Program-service updates, promotions and closes are applied to the agent's own directory (levels in
 queue snapshots, the ATLAS freshness check) and forwarded, batched, to the scheduler's directory in
@@ -34,6 +34,9 @@ from shared.protocol.errors import ErrorCode
 
 OPS_FLUSH_S = 0.005  # program updates reach the engine core in batches at most this late
 RECORD_WAIT_S = 5.0  # how long a finished answer waits for its accounting record
+RECORD_RETRY_S = 0.005  # a record not drained yet is asked for again this much later
+MAX_UNCLAIMED_RECORDS = 4096
+_ADDITIVE_FIELDS = ("service_s", "wait_s", "preemptions", "output_tokens", "prefix_hit_tokens", "recomputed_tokens")
 ENGINE_CORE_DEADLINE_S = 120.0  # no answer to a drain for this long: the engine core is dead
 
 
@@ -73,10 +76,9 @@ class VllmEngineAgent:
         self._ops_flush: asyncio.Task | None = None
         self._records: dict[str, dict] = {}  # call id -> accounting record not yet claimed
         self._record_waiters: dict[str, asyncio.Future] = {}
-        self._drain_lock = asyncio.Lock()
+        self._drain_wanted = asyncio.Event()
+        self._last_drain_s = time.monotonic()
         self._load: dict = {}
-        self._state_drain: asyncio.Task | None = None
-        self._state_drain_since = 0.0
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -139,9 +141,9 @@ class VllmEngineAgent:
             live.answered = True
             # the client's answer ends now; the accounting record (one drain of the engine core,
             # behind its current step) follows into CallCompleted without holding the answer up
-            await self._send(live, m.TokenChunk(
+            await self._send(live, m.TokenChunk(  # vLLM's answer itself carries its finish reason
                 call_id=route.call_id, index=live.take_index(), body=pending, done=True,
-                finish_reason="stop" if status == 200 else "error"))
+                finish_reason=None if status == 200 else "error"))
             self._complete(live, await self._record(route.call_id) if status == 200 else None,
                            "error" if status != 200 else None)
         except asyncio.CancelledError:
@@ -187,35 +189,52 @@ class VllmEngineAgent:
 
     # --- accounting records from the engine core ----------------------------------------------
     async def _record(self, call_id: str, timeout_s: float = RECORD_WAIT_S) -> dict | None:
-        """The call's accounting record; vLLM frees a request before its last output leaves the
-        engine core, so one drain after the answer ends normally finds it."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            record = self._records.pop(call_id, None)
-            if record is not None:
-                return record
-            if time.monotonic() >= deadline:
-                self.log.warning("call_record_missing", call_id=call_id)
-                return None
-            await self.drain()
-            if call_id not in self._records:
-                await asyncio.sleep(0.01)
+        """The call's accounting record. vLLM frees a request (our scheduler writes its record)
+        before its last output leaves the engine core, so the drain after its answer ends has it."""
+        record = self._records.pop(call_id, None)
+        if record is not None:
+            return record
+        waiter = self._record_waiters[call_id] = asyncio.get_running_loop().create_future()
+        self._drain_wanted.set()
+        try:
+            return await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            self.log.warning("call_record_missing", call_id=call_id)
+            return None
+        finally:
+            self._record_waiters.pop(call_id, None)
 
-    async def drain(self) -> dict:
-        """Take finished calls' records and the engine's load from the scheduler (one utility call;
-        concurrent callers share it)."""
-        if self._drain_lock.locked():
-            async with self._drain_lock:
-                return self._load
-        async with self._drain_lock:
+    async def drain_forever(self) -> None:
+        """One utility call at a time takes finished calls' records and the engine's load from the
+        scheduler, whenever a call or the heartbeat wants them (requests coalesce)."""
+        while True:
+            await self._drain_wanted.wait()
+            self._drain_wanted.clear()
             out = await self.serving.scheduler_call("drain")
-            for record in out["finished"]:
-                self._records[record["call_id"]] = record
-            if len(self._records) > 10_000:  # records nobody claims (never: every call claims its own)
-                for key in list(self._records)[:5_000]:
-                    del self._records[key]
+            self._last_drain_s = time.monotonic()
             self._load = out
-            return out
+            for record in out["finished"]:
+                self._store(record)
+            for call_id in [c for c in self._record_waiters if c in self._records]:
+                waiter = self._record_waiters.pop(call_id)
+                if not waiter.done():
+                    waiter.set_result(self._records.pop(call_id))
+            if self._record_waiters:  # not freed yet: ask again after a short while
+                await asyncio.sleep(RECORD_RETRY_S)
+                self._drain_wanted.set()
+
+    def _store(self, record: dict) -> None:
+        """Keep a record until its call claims it. The `n` choices of one request are separate vLLM
+        requests with one call id: their service and tokens add up."""
+        held = self._records.get(record["call_id"])
+        if held is not None:
+            for key in _ADDITIVE_FIELDS:
+                held[key] += record[key]
+            held["aborted"] = held["aborted"] and record["aborted"]
+            return
+        self._records[record["call_id"]] = record
+        while len(self._records) > MAX_UNCLAIMED_RECORDS:  # claims that timed out; oldest first
+            self._records.pop(next(iter(self._records)))
 
     # --- program state -------------------------------------------------------------------------
     def _queue_ops(self, *ops: tuple) -> None:
@@ -277,17 +296,15 @@ class VllmEngineAgent:
                                      running_call_ids=running)
 
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
-        """Heartbeat with the load of the last drain: a long engine step (a CPU prefill, a grammar
-        compile) delays the drain, never the heartbeat. An engine core that answers nothing for
-        ENGINE_CORE_DEADLINE_S is dead (e.g. its worker died): raise, and the agent stops."""
-        if self._state_drain is None or self._state_drain.done():
-            if self._state_drain is not None and self._state_drain.exception() is not None:
-                raise RuntimeError("engine core drain failed") from self._state_drain.exception()
-            self._state_drain = asyncio.get_running_loop().create_task(self.drain())
-            self._state_drain_since = time.monotonic()
-        elif time.monotonic() - self._state_drain_since > ENGINE_CORE_DEADLINE_S:
-            self.log.error("engine_core_unresponsive", waited_s=round(time.monotonic() - self._state_drain_since, 1))
-            raise RuntimeError(f"the vLLM engine core answered nothing for {ENGINE_CORE_DEADLINE_S} s")
+        """Heartbeat with the load of the last drain (asking for a new one): a long engine step (a
+        CPU prefill, a grammar compile) delays the drain, never the heartbeat. An engine core that
+        answers nothing for ENGINE_CORE_DEADLINE_S is dead (e.g. its worker died): raise, and the
+        agent stops."""
+        silent_s = time.monotonic() - self._last_drain_s
+        if silent_s > ENGINE_CORE_DEADLINE_S:
+            self.log.error("engine_core_unresponsive", silent_s=round(silent_s, 1))
+            raise RuntimeError(f"the vLLM engine core answered nothing for {silent_s:.0f} s")
+        self._drain_wanted.set()
         await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
         if snapshot:
             await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())

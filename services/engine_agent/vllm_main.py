@@ -9,6 +9,7 @@ from pathlib import Path
 
 from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.settings import EngineAgentSettings
+from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.vllm_agent import VllmEngineAgent
 from shared.bus.bus import Bus
 from shared.core.policy import PolicyName, SchedulingPolicy
@@ -85,19 +86,10 @@ async def start_vllm_agent(settings: EngineAgentSettings) -> RunningVllmAgent:
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
     await subscribe_forgetting(bus, directory, agent)
 
-    async def health() -> tuple[bool, str]:
-        return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"
-    await bus.serve_health(health)
-
-    async def state_forever() -> None:
-        every = max(1, round(settings.queue_snapshot_interval_s / settings.heartbeat_interval_s))
-        tick = 0
-        while True:
-            await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
-            tick += 1
-            await asyncio.sleep(settings.heartbeat_interval_s)
+    await serve_health(bus, agent)
 
     await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)
     log.info("engine_agent_started", backend="vllm", policy=policy.name.value, model=config.model,
              served_model_name=config.served_model_name, max_model_len=serving.max_model_len)
-    return RunningVllmAgent(bus, agent, serving, [asyncio.create_task(state_forever())])
+    return RunningVllmAgent(bus, agent, serving, [asyncio.create_task(agent.drain_forever()),
+                                                 asyncio.create_task(state_forever(agent, settings))])

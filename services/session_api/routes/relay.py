@@ -47,7 +47,6 @@ def _finished(prepared, stream: CallStream, endpoint: str, ok: bool) -> None:
     metrics.CALLS.labels(endpoint, "ok" if ok else "error").inc()
     if ok:
         metrics.PROMPT_TOKENS.inc(prepared.prompt_tokens)
-        metrics.OUTPUT_TOKENS.inc(stream.output_tokens)
         metrics.CALL_LATENCY_S.observe(time.perf_counter() - prepared.started_s)
 
 

@@ -1,0 +1,25 @@
+"""What every engine agent publishes on its own, whatever its backend: health answers, and
+heartbeats with a queue snapshot every `queue_snapshot_interval_s`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.engine_agent.settings import EngineAgentSettings
+from shared.bus.bus import Bus
+
+
+async def serve_health(bus: Bus, agent) -> None:
+    async def health() -> tuple[bool, str]:
+        return True, f"{len(agent.calls)} calls held, {agent.num_completed} completed"
+    await bus.serve_health(health)
+
+
+async def state_forever(agent, settings: EngineAgentSettings) -> None:
+    """`agent.publish_state` every heartbeat interval, with a snapshot every so many beats."""
+    every = max(1, round(settings.queue_snapshot_interval_s / settings.heartbeat_interval_s))
+    tick = 0
+    while True:
+        await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
+        tick += 1
+        await asyncio.sleep(settings.heartbeat_interval_s)
