@@ -11,6 +11,9 @@ from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
 
 BACKENDS = ("lite", "emulated", "vllm")
+# settings of the modeled engines (lite, emulated) that a real vLLM engine has no use for
+_SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num_blocks", "stream_interval_s",
+                             "time_scale", "engine_kv_policy", "engine_kv_ttl_cap_s"})
 
 
 class EngineAgentSettings(MeshSettings):
@@ -24,7 +27,8 @@ class EngineAgentSettings(MeshSettings):
     engine_num_blocks: int | None = Field(default=None, ge=1)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
     queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
-    # a call's tokens are sent at most this often after its first token (0: one chunk per step)
+    # simulated engines: a call's tokens are sent at most this often after its first token (0: one
+    # chunk per step); a real engine's pieces go on as vLLM writes them
     stream_interval_s: float = Field(default=0.05, ge=0, le=1)
     # 1.0 runs each modeled step for its modeled time; 0 runs as fast as the host allows
     time_scale: float = Field(default=1.0, ge=0)
@@ -45,6 +49,11 @@ class EngineAgentSettings(MeshSettings):
         if self.engine_backend == "vllm" and not self.engine_model.strip():
             raise ValueError("ENGINE_MODEL (or --model) is required with ENGINE_BACKEND=vllm: a model folder, "
                              "a hub id, or 'tiny'")
+        simulated_only = sorted(self.model_fields_set & _SIMULATED_ONLY)
+        if self.engine_backend == "vllm" and simulated_only:
+            raise ValueError(f"{', '.join(f.upper() for f in simulated_only)} apply to the simulated backends; "
+                             "with ENGINE_BACKEND=vllm give vLLM's own flags in ENGINE_VLLM_ARGS "
+                             "(e.g. --max-num-seqs, --num-gpu-blocks-override)")
         if self.engine_backend != "vllm" and (self.engine_model or self.engine_vllm_args):
             raise ValueError(f"ENGINE_MODEL and ENGINE_VLLM_ARGS apply to backend vllm only, not "
                              f"{self.engine_backend!r}")

@@ -58,7 +58,7 @@ class VllmCall:
 
 class VllmEngineAgent:
     def __init__(self, bus: Bus, engine_id: str, policy: SchedulingPolicy, directory: CachedProgramDirectory,
-                 serving, model_name: str, stream_interval_s: float = 0.0) -> None:
+                 serving, model_name: str) -> None:
         self.bus = bus
         self.engine_id = engine_id
         self.backend = "vllm"
@@ -66,7 +66,6 @@ class VllmEngineAgent:
         self.directory = directory
         self.serving = serving
         self.model_name = model_name
-        self.stream_interval_s = stream_interval_s
         self.calls: dict[str, VllmCall] = {}
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
@@ -119,30 +118,24 @@ class VllmEngineAgent:
         route = live.route
         status = 0
         try:
-            pending = b""
-            last_sent_s = 0.0
+            # every piece goes on as vLLM wrote it, as vLLM's own server sends it (its first piece
+            # of a chat stream is the role alone: holding pieces back would hold the first token)
             async for status, content_type, piece in self.serving.request(route.endpoint, self._request_body(route)):
                 if live.next_index == 0:  # the status line: the client's response can start
                     await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(),
                                                         http_status=status, content_type=content_type, body=piece))
-                    last_sent_s = time.monotonic()
                     continue
                 if not live.started and piece:
                     live.started = True
                     await self.bus.publish_event_unacked(m.CallStarted(
                         call_id=route.call_id, program_id=route.program_id, engine_id=self.engine_id,
                         thread_id=route.thread_id, wait_s=time.monotonic() - live.submitted_s))
-                pending += piece
-                now = time.monotonic()
-                # the first content goes at once (time to first token); later pieces coalesce
-                if live.next_index == 1 or now - last_sent_s >= self.stream_interval_s:
-                    await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(), body=pending))
-                    pending, last_sent_s = b"", now
+                await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(), body=piece))
             live.answered = True
             # the client's answer ends now; the accounting record (one drain of the engine core,
             # behind its current step) follows into CallCompleted without holding the answer up
             await self._send(live, m.TokenChunk(  # vLLM's answer itself carries its finish reason
-                call_id=route.call_id, index=live.take_index(), body=pending, done=True,
+                call_id=route.call_id, index=live.take_index(), done=True,
                 finish_reason=None if status == 200 else "error"))
             self._complete(live, await self._record(route.call_id) if status == 200 else None,
                            "error" if status != 200 else None)

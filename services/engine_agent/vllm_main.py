@@ -78,8 +78,7 @@ async def start_vllm_agent(settings: EngineAgentSettings) -> RunningVllmAgent:
         await serving.stop()
         raise
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
-    agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, config.served_model_name,
-                            settings.stream_interval_s)
+    agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, config.served_model_name)
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))
     await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
