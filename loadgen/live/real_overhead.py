@@ -94,9 +94,10 @@ async def _round(http, url: str, concurrency: int, max_tokens: int, rng: random.
     return await asyncio.gather(*(_stream_call(http, url, p, max_tokens) for p in prompts))
 
 
-async def _long(http, url: str, chars: int) -> tuple[float, int]:
+async def _long(http, url: str, chars: int, seed: int) -> tuple[float, int]:
+    """A `chars`-character prompt; a new text per `seed`, so neither engine has it cached."""
     words = "the quick brown fox jumps over the lazy dog plan the next step read the file run the tests".split()
-    rng = random.Random(chars)
+    rng = random.Random(seed)
     text = " ".join(rng.choice(words) for _ in range(chars // 3))[:chars]
     t0 = time.perf_counter()
     resp = await http.post(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"},
@@ -129,14 +130,16 @@ async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int,
                     results[name]["ttft"].append(ttft)
         long = {"mesh": [], "direct": []}
         prompt_tokens = 0
-        for i in range(long_runs):
+        for i in range(long_runs if long_chars else 0):
             for name, url in ((("direct", direct_url), ("mesh", mesh_url)) if i % 2 == 0
                               else (("mesh", mesh_url), ("direct", direct_url))):
-                seconds, prompt_tokens = await _long(http, url, long_chars)
+                seconds, prompt_tokens = await _long(http, url, long_chars, seed=i)
                 long[name].append(seconds)
     out = {name: {k: _summary(v) for k, v in r.items()} for name, r in results.items()}
     added = {f"{k}_{q}": round(out["mesh"][k][f"{q}_ms"] - out["direct"][k][f"{q}_ms"], 2)
              for k in ("e2e", "ttft") for q in ("p50", "p99")}
+    if not long_chars:
+        return {"calls": out, "added_ms": added}
     return {"calls": out, "added_ms": added,
             "long_prompt": {"chars": long_chars, "prompt_tokens": prompt_tokens,
                             "mesh": _summary(long["mesh"]), "direct": _summary(long["direct"]),
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.live.real_overhead", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--concurrency", type=int, default=10)
+    p.add_argument("--concurrency", default="1,10", help="concurrent streams per round (comma list: each measured)")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--long-chars", type=int, default=100_000)
     p.add_argument("--long-runs", type=int, default=3)
@@ -157,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     mesh = direct = None
     try:
         mesh, mesh_url, direct, direct_url = start_servers(state)
-        result = asyncio.run(measure(mesh_url, direct_url, args.rounds, args.concurrency, args.max_tokens,
-                                     args.long_chars, args.long_runs))
+        levels = [int(c) for c in args.concurrency.split(",")]
+        result = {"by_concurrency": {str(c): asyncio.run(measure(
+            mesh_url, direct_url, args.rounds, c, args.max_tokens, args.long_chars if c == levels[-1] else 0,
+            args.long_runs)) for c in levels}}
     finally:
         for proc in (mesh, direct):
             if proc is not None and proc.poll() is None:
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(state, ignore_errors=True)
     result = {"benchmark": "mesh over a direct call of the same real vLLM engine (tiny model, CPU)",
               "command": "python -m loadgen.live.real_overhead " + " ".join(argv or sys.argv[1:]),
-              "rounds": args.rounds, "concurrency": args.concurrency, "max_tokens": args.max_tokens, **result}
+              "rounds": args.rounds, "max_tokens": args.max_tokens, **result}
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -149,10 +149,17 @@ class VllmServing:
 
         task = asyncio.get_running_loop().create_task(run_app())
         try:
-            while True:
-                piece = await answer.pieces.get()
+            pieces, ended = answer.pieces, False
+            while not ended:
+                piece = await pieces.get()
                 if piece is None:
                     break
+                while piece and not pieces.empty():  # pieces already written go on together:
+                    more = pieces.get_nowait()      # fewer messages, and none waits for another
+                    if more is None:
+                        ended = True
+                        break
+                    piece += more
                 yield answer.status, answer.content_type, piece
             await task  # an exception inside vLLM's app surfaces here
         finally:
