@@ -112,14 +112,36 @@ def _summary(samples: list[float]) -> dict:
             "mean_ms": round(statistics.fmean(samples) * 1e3, 2), "n": len(samples)}
 
 
+def _cpu_by_process(root_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of a process and its descendants, by process name."""
+    import psutil
+
+    out: dict[str, float] = {}
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for proc in procs:
+        try:
+            cmd = proc.cmdline()
+            name = next((a for a in cmd if a.startswith(("services.", "vllm.entrypoints"))), proc.name())
+            t = proc.cpu_times()
+            out[name] = out.get(name, 0.0) + t.user + t.system
+        except psutil.Error:
+            continue
+    return out
+
+
 async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int, max_tokens: int,
-                  long_chars: int, long_runs: int) -> dict:
+                  long_chars: int, long_runs: int, pids: dict[str, int] | None = None) -> dict:
     rng = random.Random(0)
     results = {"mesh": {"e2e": [], "ttft": []}, "direct": {"e2e": [], "ttft": []}}
     limits = httpx.Limits(max_connections=concurrency * 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         for url in (direct_url, mesh_url):  # warm-up: a round each, discarded
             await _round(http, url, concurrency, max_tokens, rng)
+        cpu_before = {name: _cpu_by_process(pid) for name, pid in (pids or {}).items()}
         for i in range(rounds):
             order = [("direct", direct_url), ("mesh", mesh_url)]
             if i % 2:
@@ -128,6 +150,7 @@ async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int,
                 for e2e, ttft in await _round(http, url, concurrency, max_tokens, rng):
                     results[name]["e2e"].append(e2e)
                     results[name]["ttft"].append(ttft)
+        cpu_after = {name: _cpu_by_process(pid) for name, pid in (pids or {}).items()}
         long = {"mesh": [], "direct": []}
         prompt_tokens = 0
         for i in range(long_runs if long_chars else 0):
@@ -138,9 +161,15 @@ async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int,
     out = {name: {k: _summary(v) for k, v in r.items()} for name, r in results.items()}
     added = {f"{k}_{q}": round(out["mesh"][k][f"{q}_ms"] - out["direct"][k][f"{q}_ms"], 2)
              for k in ("e2e", "ttft") for q in ("p50", "p99")}
+    # CPU per call of each side's processes over the whole alternating run (each side also idles
+    # through the other's rounds; vLLM's engine loop costs CPU while idle too)
+    num_calls = rounds * concurrency
+    cpu = {name: {proc: round((cpu_after[name].get(proc, 0.0) - t) / num_calls * 1e3, 2)
+                  for proc, t in before.items()} for name, before in cpu_before.items()}
+    result = {"calls": out, "added_ms": added, "cpu_ms_per_call": cpu}
     if not long_chars:
-        return {"calls": out, "added_ms": added}
-    return {"calls": out, "added_ms": added,
+        return result
+    return {**result,
             "long_prompt": {"chars": long_chars, "prompt_tokens": prompt_tokens,
                             "mesh": _summary(long["mesh"]), "direct": _summary(long["direct"]),
                             "added_p50_ms": round((_pct(long["mesh"], 50) - _pct(long["direct"], 50)) * 1e3, 1)}}
@@ -161,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mesh, mesh_url, direct, direct_url = start_servers(state)
         levels = [int(c) for c in args.concurrency.split(",")]
+        pids = {"mesh": mesh.pid, "direct": direct.pid}
         result = {"by_concurrency": {str(c): asyncio.run(measure(
             mesh_url, direct_url, args.rounds, c, args.max_tokens, args.long_chars if c == levels[-1] else 0,
-            args.long_runs)) for c in levels}}
+            args.long_runs, pids)) for c in levels}}
     finally:
         for proc in (mesh, direct):
             if proc is not None and proc.poll() is None:
