@@ -36,7 +36,10 @@ OPS_FLUSH_S = 0.005  # program updates reach the engine core in batches at most 
 RECORD_WAIT_S = 5.0  # how long a finished answer waits for its accounting record
 RECORD_RETRY_S = 0.005  # a record not drained yet is asked for again this much later
 MAX_UNCLAIMED_RECORDS = 4096
-_ADDITIVE_FIELDS = ("service_s", "wait_s", "preemptions", "output_tokens", "prefix_hit_tokens", "recomputed_tokens")
+# the `n` choices of one call run side by side: the call was in the batch (or queued) as long as
+# its longest choice, and produced the tokens of all of them
+_ADDITIVE_FIELDS = ("preemptions", "output_tokens", "prefix_hit_tokens", "recomputed_tokens")
+_LONGEST_FIELDS = ("service_s", "wait_s")
 ENGINE_CORE_DEADLINE_S = 120.0  # no answer to a drain for this long: the engine core is dead
 
 
@@ -218,11 +221,13 @@ class VllmEngineAgent:
 
     def _store(self, record: dict) -> None:
         """Keep a record until its call claims it. The `n` choices of one request are separate vLLM
-        requests with one call id: their service and tokens add up."""
+        requests with one call id: one record of them (see _ADDITIVE_FIELDS, _LONGEST_FIELDS)."""
         held = self._records.get(record["call_id"])
         if held is not None:
             for key in _ADDITIVE_FIELDS:
                 held[key] += record[key]
+            for key in _LONGEST_FIELDS:
+                held[key] = max(held[key], record[key])
             held["aborted"] = held["aborted"] and record["aborted"]
             return
         self._records[record["call_id"]] = record
