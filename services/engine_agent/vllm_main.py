@@ -24,7 +24,8 @@ from shared.protocol import subjects
 # the tiny model on a CPU: random weights (nothing to load), no compilation, a KV cache sized in
 # bytes (on CPU vLLM's memory share is of host memory, and its default does not fit beside the rest)
 TINY_MODEL_VLLM_ARGS = ("--load-format", "dummy", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20),
-                        "--max-model-len", "131072", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+                        "--max-model-len", "131072", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+                        "--enable-prompt-tokens-details")
 
 
 def serve_config(settings: EngineAgentSettings):

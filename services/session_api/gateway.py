@@ -96,7 +96,7 @@ class CallStream:
         self._release = None  # the admission limits' release, called once on close
         self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
         self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
-        self._last_chunk_s = time.monotonic()
+        self.last_chunk_s = time.monotonic()
         # a real model's call yields vLLM's answer as bytes (status and content type set by the
         # first chunk) instead of token ids
         self.relay = False
@@ -121,10 +121,12 @@ class CallStream:
                         or self._gateway.engine_incarnation(self.engine_id) != self.engine_incarnation):
                     if await recovery.redispatch(self._gateway, self):
                         continue
+                    if recovery.may_still_resume(self._gateway, self):
+                        continue
                     raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
                                       "was lost; retry the request", code="engine_lost") from None
                 if (self._gateway.reconnects() != self.placed_reconnects
-                        and time.monotonic() - self._last_chunk_s > self._gateway.settings.engine_ttl_s):
+                        and time.monotonic() - self.last_chunk_s > self._gateway.settings.engine_ttl_s):
                     # NATS went away and came back since the call was placed: its chunks (core
                     # NATS, at most once) may be gone, end marker included, so waiting could be forever
                     if await recovery.redispatch(self._gateway, self, cancel_lost=True):
@@ -132,7 +134,7 @@ class CallStream:
                     raise unavailable(f"token stream of call {self.call_id} was interrupted by a message-bus "
                                       "reconnect; retry the request", code="stream_interrupted") from None
                 continue
-            self._last_chunk_s = time.monotonic()
+            self.last_chunk_s = time.monotonic()
             if chunk.index != self._next_index:
                 if await recovery.redispatch(self._gateway, self, cancel_lost=True):
                     continue
@@ -178,7 +180,7 @@ class CallStream:
         self._held = bytearray() if self.relay else []
         self.placed_reconnects = self._gateway.reconnects()
         self.engine_incarnation = self._gateway.engine_incarnation(engine_id)
-        self._last_chunk_s = time.monotonic()
+        self.last_chunk_s = time.monotonic()
 
     async def close(self) -> None:
         if self._closed:

@@ -5,8 +5,11 @@ The API is the one place that knows what a client has already seen, so recovery 
   tokens is sent to the router again with the same call id, and its token stream restarts from
   chunk 0 on the new engine; the lost engine's chunks are dropped;
 - a non-streaming client sees nothing until the call ends, so its call is held server-side and is
-  always restartable; a streaming client that already got tokens gets a retryable 503
-  (`engine_lost`) instead of duplicated tokens;
+  always restartable; a streaming client that already got tokens cannot be served again without
+  duplicating them, so its stream waits up to `stalled_stream_grace_s` after its last chunk for the
+  same engine incarnation to resume (a machine-wide stall of a few seconds silences heartbeats of
+  engines that are alive), then gets a retryable 503 (`engine_lost`); a restarted engine (new
+  incarnation) has lost the call, and the 503 comes at once;
 - a call whose token stream may have lost chunks (a gap, or NATS reconnected and nothing came
   for `engine_ttl_s`) is handled the same way, after a CancelCall to its engine;
 - each placement streams on its own reply subject (`tokens.<call id>-r<n>`), so late chunks of a
@@ -22,6 +25,7 @@ not both counted.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING
 
 from fastapi import Request
@@ -43,6 +47,14 @@ def configure(stream: CallStream, request: Request, client_streams: bool) -> Non
     """Called by the completion routes once the call is placed."""
     stream.hold_tokens = not client_streams
     stream.allow_redispatch = request.headers.get(REDISPATCH_HEADER, "").strip().lower() not in _OPT_OUT
+
+
+def may_still_resume(gateway: Gateway, stream: CallStream) -> bool:
+    """A stream whose client already has tokens, whose engine went silent but did not restart, and
+    whose last chunk is recent enough: keep waiting (see the module notes)."""
+    return (stream.tokens_yielded and stream.engine_id is not None
+            and gateway.engine_incarnation(stream.engine_id) == stream.engine_incarnation
+            and time.monotonic() - stream.last_chunk_s < gateway.settings.stalled_stream_grace_s)
 
 
 async def redispatch(gateway: Gateway, stream: CallStream, cancel_lost: bool = False) -> bool:

@@ -17,6 +17,9 @@ class SessionApiSettings(MeshSettings):
     default_max_tokens: int = Field(default=128, ge=1)  # when a request gives no max_tokens
     # a call whose engine has sent no heartbeat for this long fails with a retryable 503
     engine_ttl_s: float = Field(default=3.0, gt=0)
+    # a stream whose client already has tokens waits this long after its last chunk for a silent
+    # (not restarted) engine to resume before failing with a retryable 503 (recovery.py)
+    stalled_stream_grace_s: float = Field(default=10.0, ge=0)
     route_timeout_s: float = Field(default=5.0, gt=0)
     # admission limits (services/session_api/limits.py): 429 with Retry-After when exceeded
     max_concurrent_calls_per_session: int = Field(default=256, ge=1)

@@ -54,6 +54,7 @@ class VllmServeConfig:
                 "--scheduler-cls", scheduler_qualname(self.scheduler_kind),
                 "--scheduling-policy", "fcfs" if self.scheduler_kind == "stock-fcfs" else "priority",
                 "--additional-config", json.dumps({CONFIG_KEY: self.scheduler_settings}),
+                "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens, as OpenAI
                 *self.extra_args]
 
 

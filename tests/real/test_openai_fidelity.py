@@ -31,6 +31,16 @@ def test_greedy_output_and_usage_equal_a_direct_call(mesh, direct):
     assert ours.id.startswith("chatcmpl-") and ours.model == "tiny"
 
 
+
+def test_cached_tokens_reported_for_a_repeated_prefix(mesh):
+    """vLLM caches whole KV blocks (128 tokens on CPU): a long prompt sent twice hits its own prefix."""
+    long = [{"role": "user", "content": "read the file and run the tests " * 120}]
+    first = mesh.client().chat.completions.create(model="tiny", messages=long, max_tokens=2, temperature=0)
+    again = mesh.client().chat.completions.create(model="tiny", messages=long, max_tokens=2, temperature=0)
+    assert first.usage.prompt_tokens > 256
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
 def test_streaming_matches_and_reports_usage(mesh, direct):
     chunks = list(mesh.client().chat.completions.create(
         model="tiny", messages=MSG, max_tokens=12, temperature=0, stream=True, stream_options={"include_usage": True}))
