@@ -1,8 +1,9 @@
 """From an OpenAI request to one mesh call: session resolution, token counting, limits.
 
-The session travels as header `X-Session-Id` (forks: `X-Thread-Id`, `X-Parent-Thread-Id`) or body
-field `session_id`/`thread_id`/`parent_thread_id`; the body wins when both are given. A call
-without a session is a one-call program with a fresh id.
+The session is named by any of the headers and fields in `session_names.py` (first present wins);
+forks by header `X-Thread-Id` / `X-Parent-Thread-Id` or body `thread_id` / `parent_thread_id`, the
+body winning. A call without a session is a one-call program with a fresh id; a session's program
+id is derived from the tenant and the client's id (`session_ids.program_id_for`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from services.session_api.errors import ApiError, session_not_found
+from services.session_api.errors import ApiError
 from services.session_api.schemas import ChatCompletionRequest, CompletionRequest
+from services.session_api.session_ids import program_id_for
+from services.session_api.session_names import ends_session, session_named
 from services.session_api.settings import SessionApiSettings
 from services.session_api.tokens import (
     OutputIndex,
@@ -27,7 +30,6 @@ from shared.engine.api import Segment
 from shared.protocol import subjects
 from shared.protocol.programs import one_call_program_id
 
-SESSION_HEADER = "x-session-id"
 THREAD_HEADER = "x-thread-id"
 PARENT_THREAD_HEADER = "x-parent-thread-id"
 
@@ -35,8 +37,8 @@ PARENT_THREAD_HEADER = "x-parent-thread-id"
 @dataclass(frozen=True)
 class PreparedCall:
     call_id: str
-    session_id: str | None  # None: a one-call program
-    program_id: str
+    session_id: str | None  # as the client named it (and sees it back); None: a one-call program
+    program_id: str  # the mesh's name for it: session_ids.program_id_for(tenant, session_id)
     thread_id: str
     parent_thread_id: str | None
     prompt_tokens: int
@@ -49,15 +51,16 @@ class PreparedCall:
     # a real model's call: the request as vLLM will answer it, and its route (real_calls.py)
     openai_body: bytes = b""
     endpoint: str = ""
+    ends_session: bool = False  # X-Session-Final: close the session once this call's answer is over
 
 
 def new_call_id() -> str:
     return uuid.uuid4().hex
 
 
-def call_ids(request: Request, body) -> tuple[str | None, str, str | None]:
+def call_ids(request: Request, body, settings: SessionApiSettings) -> tuple[str | None, str, str | None]:
     """(session id, thread id, parent thread id) from the body or the headers, checked."""
-    session_id = body.session_id or request.headers.get(SESSION_HEADER) or None
+    session_id = session_named(request, body, settings.session_id_opt_in)
     thread_id = body.thread_id or request.headers.get(THREAD_HEADER) or ROOT_THREAD
     parent = body.parent_thread_id or request.headers.get(PARENT_THREAD_HEADER) or None
     for name, value in (("thread_id", thread_id), ("parent_thread_id", parent)):
@@ -67,11 +70,6 @@ def call_ids(request: Request, body) -> tuple[str | None, str, str | None]:
             except ValueError:
                 raise ApiError(400, f"{name} {value!r} may not contain '.', '*', '>' or spaces",
                                code="invalid_value", param=name) from None
-    if session_id is not None:
-        try:
-            subjects.token(session_id)
-        except ValueError:
-            raise session_not_found(session_id) from None
     return session_id, thread_id, parent
 
 
@@ -87,16 +85,16 @@ def _check_limits(prompt_tokens: int, max_tokens: int, settings: SessionApiSetti
 
 
 def prepare_chat(request: Request, body: ChatCompletionRequest, settings: SessionApiSettings,
-                 outputs: OutputIndex) -> PreparedCall:
-    session_id, thread_id, parent = call_ids(request, body)
+                 outputs: OutputIndex, tenant: str) -> PreparedCall:
+    ids = call_ids(request, body, settings)
     segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs)
-    return with_hint(_prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings),
+    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings),
                      request, body)
 
 
 def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
-                       outputs: OutputIndex) -> PreparedCall:
-    session_id, thread_id, parent = call_ids(request, body)
+                       outputs: OutputIndex, tenant: str) -> PreparedCall:
+    ids = call_ids(request, body, settings)
     prompt = body.prompt
     if isinstance(prompt, str):
         segments = segments_for_messages([("user", prompt)], outputs)
@@ -107,22 +105,26 @@ def prepare_completion(request: Request, body: CompletionRequest, settings: Sess
     else:
         raise ApiError(400, "only one prompt per request is served (a list of several strings was given)",
                        code="unsupported_value", param="prompt")
-    return with_hint(_prepared(session_id, thread_id, parent, segments, body.requested_output_tokens(), settings),
+    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings),
                      request, body)
 
 
-def _prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],
+def _prepared(request: Request, tenant: str, ids: tuple[str | None, str, str | None], segments: tuple[Segment, ...],
               requested_max: int | None, settings: SessionApiSettings) -> PreparedCall:
     max_tokens = requested_max or settings.default_max_tokens
     _check_limits(sum(n for _, n in segments), max_tokens, settings)
-    return new_prepared(session_id, thread_id, parent, segments, max_tokens)
+    return new_prepared(request, tenant, ids, segments, max_tokens)
 
 
-def new_prepared(session_id: str | None, thread_id: str, parent: str | None, segments: tuple[Segment, ...],
-                 max_tokens: int, openai_body: bytes = b"", endpoint: str = "") -> PreparedCall:
+def new_prepared(request: Request, tenant: str, ids: tuple[str | None, str, str | None],
+                 segments: tuple[Segment, ...], max_tokens: int, openai_body: bytes = b"",
+                 endpoint: str = "") -> PreparedCall:
+    session_id, thread_id, parent = ids
     call_id = new_call_id()
-    return PreparedCall(call_id=call_id, session_id=session_id, program_id=session_id or one_call_program_id(call_id),
+    program_id = one_call_program_id(call_id) if session_id is None else program_id_for(tenant, session_id)
+    return PreparedCall(call_id=call_id, session_id=session_id, program_id=program_id,
                         thread_id=thread_id, parent_thread_id=parent, prompt_tokens=sum(n for _, n in segments),
                         prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter(),
-                        openai_body=openai_body, endpoint=endpoint)
+                        openai_body=openai_body, endpoint=endpoint,
+                        ends_session=session_id is not None and ends_session(request))
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -29,6 +28,7 @@ from services.session_api.limits import CallLimiter
 from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
+from services.session_api.session_ids import checked, is_issued, new_issued_id, program_id_for
 from services.session_api.settings import SessionApiSettings
 from services.session_api.tokens import OutputIndex
 from shared.bus.bus import Bus
@@ -43,9 +43,10 @@ from shared.protocol.errors import ErrorCode, ProtocolError
 log = get_logger()
 
 
-def _view(info: m.SessionInfo) -> SessionView:
+def _view(info: m.SessionInfo, session_id: str) -> SessionView:
+    """The process table's view, under the id the client knows (not the program id)."""
     return SessionView(
-        id=info.session_id, name=info.name or None, workload_class=info.workload_class or None,
+        id=session_id, name=info.name or None, workload_class=info.workload_class or None,
         status="open" if info.state == "open" else ("expired" if info.state == "expired" else "closed"),
         created_at=info.opened_at_ns / 1e9, closed_at=None if info.closed_at_ns is None else info.closed_at_ns / 1e9,
         attained_service_s=info.service_s, wait_s=info.wait_s, mlfq_level=info.level, num_calls=info.num_calls,
@@ -94,6 +95,7 @@ class CallStream:
         self.tokens_yielded = False
         self._held: list[int] = []
         self._release = None  # the admission limits' release, called once on close
+        self._then_close_session = None  # X-Session-Final: closes the session, awaited once on close
         self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
         self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
         self.last_chunk_s = time.monotonic()
@@ -194,6 +196,9 @@ class CallStream:
             pass
         if not self.done and self.engine_id is not None:
             await self._gateway.cancel(self.engine_id, self.call_id)
+        if self._then_close_session is not None:
+            # a task of its own, shielded: a client that goes away (cancelling this) still ends it
+            await asyncio.shield(self._gateway.spawn(self._then_close_session()))
 
 
 def _engine_error(chunk: m.TokenChunk) -> ApiError:
@@ -219,6 +224,7 @@ class Gateway:
         self._hb_sub: Subscription | None = None
         self._token_inbox = bus.nc.new_inbox()  # this process's token subjects: <inbox>.<call id>
         self._listeners: dict[str, tuple[str, asyncio.Queue]] = {}  # reply subject -> (call id, queue)
+        self._tasks: set[asyncio.Task] = set()
 
     @classmethod
     async def connect(cls, settings: SessionApiSettings) -> Gateway:
@@ -278,29 +284,59 @@ class Gateway:
         except (NoResponders, RequestTimeout) as exc:
             raise _bus_unavailable("process_table", exc) from None
 
-    async def open_session(self, tenant: str, name: str | None, workload_class: str | None) -> SessionView:
-        session_id = f"s-{uuid.uuid4().hex}"
-        await self._session_request(subjects.session_open(), m.OpenSession(
-            session_id=session_id, tenant=tenant, name=name or "", workload_class=workload_class or ""), session_id)
-        return await self.lookup_session(tenant, session_id)
+    async def open_session(self, tenant: str, name: str | None, workload_class: str | None,
+                           session_id: str | None = None) -> tuple[SessionView, bool]:
+        """(the session, whether this request created it). Without an id one is issued; a client's
+        id opens its session, or finds it open (409 when it has ended); an issued id must exist."""
+        if session_id is None:
+            session_id = new_issued_id()
+        else:
+            try:
+                existing = await self.session_info(tenant, checked(session_id, "id"))
+            except ApiError as exc:
+                if exc.status != 404 or is_issued(session_id):
+                    raise
+            else:
+                if existing.state != "open":
+                    raise session_ended(session_id)
+                return _view(existing, session_id), False
+        await self._open(tenant, session_id, name or "", workload_class or "")
+        return await self.lookup_session(tenant, session_id), True
+
+    async def _open(self, tenant: str, session_id: str, name: str = "", workload_class: str = "") -> m.SessionOpened:
+        """The process table's open, idempotent on the program id: concurrent first uses all succeed."""
+        return await self._session_request(subjects.session_open(), m.OpenSession(
+            session_id=program_id_for(tenant, session_id), tenant=tenant, name=name, workload_class=workload_class),
+            session_id)
 
     async def session_info(self, tenant: str, session_id: str) -> m.SessionInfo:
-        try:
-            subjects.token(session_id)
-        except ValueError:
-            raise session_not_found(session_id) from None
+        program_id = program_id_for(tenant, checked(session_id, "session_id"))
         return await self._session_request(subjects.session_lookup(),
-                                           m.LookupSession(session_id=session_id, tenant=tenant), session_id)
+                                           m.LookupSession(session_id=program_id, tenant=tenant), session_id)
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
-        return _view(await self.session_info(tenant, session_id))
+        return _view(await self.session_info(tenant, session_id), session_id)
 
     async def close_session(self, tenant: str, session_id: str) -> SessionView:
         await self.session_info(tenant, session_id)  # 404 for unknown or foreign ids first
-        await self._session_request(subjects.session_close(), m.CloseSession(session_id=session_id, tenant=tenant),
+        program_id = program_id_for(tenant, session_id)
+        await self._session_request(subjects.session_close(), m.CloseSession(session_id=program_id, tenant=tenant),
                                     session_id)
-        self.completed_calls.forget(session_id)
+        self.completed_calls.forget(program_id)
         return await self.lookup_session(tenant, session_id)
+
+    async def _close_after_final_call(self, tenant: str, session_id: str) -> None:
+        try:
+            await self.close_session(tenant, session_id)
+        except ApiError as exc:  # the answer is out already: nobody to tell but the log
+            log.warning("final_call_close_failed", session_id=session_id, status=exc.status, error=exc.message)
+
+    def spawn(self, coro) -> asyncio.Task:
+        """A task the gateway keeps a reference to until it is done (asyncio holds only weak ones)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # --- calls ---------------------------------------------------------------------------------
     def reconnects(self) -> int:
@@ -341,22 +377,33 @@ class Gateway:
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
         Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
-        self.limits.admit(tenant, call.session_id)
+        limit_key = None if call.session_id is None else call.program_id
+        self.limits.admit(tenant, limit_key)
         try:
             return await self._start_call(tenant, call, model)
         except BaseException:
-            self.limits.release(tenant, call.session_id)
+            self.limits.release(tenant, limit_key)
             raise
+
+    async def _session_for_call(self, tenant: str, session_id: str) -> tuple[str | None, int]:
+        """(primary engine, opened at) of the call's open session; a client's id opens it on first use."""
+        try:
+            info = await self.session_info(tenant, session_id)
+        except ApiError as exc:
+            if exc.status != 404 or is_issued(session_id):
+                raise
+            opened = await self._open(tenant, session_id)  # 409 if it was closed meanwhile
+            return None, opened.opened_at_ns
+        if info.state != "open":
+            raise session_ended(session_id)
+        return info.primary_engine, info.opened_at_ns
 
     async def _start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         primary_engine = None
         program_started_at_ns = time.time_ns()
         if call.session_id is not None:
-            info = await self.session_info(tenant, call.session_id)
-            if info.state != "open":
-                raise session_ended(call.session_id)
-            primary_engine = info.primary_engine
-            program_started_at_ns = info.opened_at_ns or program_started_at_ns
+            primary_engine, opened_at_ns = await self._session_for_call(tenant, call.session_id)
+            program_started_at_ns = opened_at_ns or program_started_at_ns
         queue: asyncio.Queue = asyncio.Queue()
         reply_subject = self.token_subject(call.call_id)
         sub = await self.subscribe_tokens(call.call_id, reply_subject, queue)
@@ -392,5 +439,7 @@ class Gateway:
         stream.engine_id = routed.engine_id
         stream.engine_incarnation = self.engine_incarnation(routed.engine_id)
         stream.route = route
-        stream._release = lambda: self.limits.release(tenant, call.session_id)
+        stream._release = lambda: self.limits.release(tenant, None if call.session_id is None else call.program_id)
+        if call.ends_session:
+            stream._then_close_session = lambda: self._close_after_final_call(tenant, call.session_id)
         return stream

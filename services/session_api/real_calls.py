@@ -21,7 +21,11 @@ from services.session_api.settings import SessionApiSettings
 from services.session_api.tool_hints import with_hint
 from shared.engine.program_meta import FLAT_PREFIX
 
-OWN_FIELDS = frozenset({"session_id", "thread_id", "parent_thread_id", "next_tool", "next_tool_idle_s"})
+# Autellix's own fields, never shown to vLLM. `vllm_xargs.session_id` stays in: it is vLLM's own
+# field, so vLLM gets the request as it would without Autellix in between; `user` and
+# `prompt_cache_key` stay too (OpenAI fields), whether or not they also name the session.
+OWN_FIELDS = frozenset({"session_id", "thread_id", "parent_thread_id", "next_tool", "next_tool_idle_s",
+                        "litellm_session_id"})
 CHAT, COMPLETIONS, RESPONSES = "/v1/chat/completions", "/v1/completions", "/v1/responses"
 
 
@@ -79,22 +83,22 @@ async def _prompt_ids(body, endpoint: str, served: ServedModel, tokenizers: Mode
 
 async def prepare_real(request: Request, body: ChatCompletionRequest | CompletionRequest | ResponsesRequest,
                        endpoint: str, served: ServedModel, settings: SessionApiSettings,
-                       tokenizers: ModelTokenizers) -> PreparedCall:
-    session_id, thread_id, parent = call_ids(request, body)
+                       tokenizers: ModelTokenizers, tenant: str) -> PreparedCall:
+    names = call_ids(request, body, settings)
     forwarded = _forwarded(body)
-    ids = await _prompt_ids(body, endpoint, served, tokenizers)
+    prompt_ids = await _prompt_ids(body, endpoint, served, tokenizers)
     requested = body.requested_output_tokens()
-    if not ids:
+    if not prompt_ids:
         raise _no_retry(400, "the prompt is empty", "empty_prompt", "messages")
-    if served.max_model_len and len(ids) + (requested or 0) > served.max_model_len:
+    if served.max_model_len and len(prompt_ids) + (requested or 0) > served.max_model_len:
         raise _no_retry(400, f"this model's maximum context length is {served.max_model_len} tokens; the prompt "
-                        f"is {len(ids)} tokens" + (f" and {requested} more were asked for" if requested else ""),
+                        f"is {len(prompt_ids)} tokens" + (f" and {requested} more were asked for" if requested else ""),
                         "context_length_exceeded", "messages")
     if requested is not None and requested > settings.max_output_tokens:
         raise _no_retry(400, f"max_tokens {requested} is over the limit of {settings.max_output_tokens}",
                         "max_tokens_too_large", "max_tokens")
     # the router's load estimate when the client sets no limit (vLLM then stops at EOS or the context)
     max_tokens = requested or settings.default_max_tokens
-    prepared = new_prepared(session_id, thread_id, parent, token_segments(ids), max_tokens,
+    prepared = new_prepared(request, tenant, names, token_segments(prompt_ids), max_tokens,
                             openai_body=forwarded, endpoint=endpoint)
     return with_hint(prepared, request, body)

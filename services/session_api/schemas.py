@@ -2,9 +2,10 @@
 
 A model served by a real vLLM engine gets the request whole (every OpenAI field means what it means
 under `vllm serve`); a simulated model (lite, emulated) refuses every field it cannot honour with a
-400 `unsupported_parameter` naming it (`simulated_fields.py`). Autellix's own fields (`session_id`, `thread_id`, `parent_thread_id`) ride in the body via
-the `openai` client's `extra_body`, or as `X-Session-Id` / `X-Thread-Id` / `X-Parent-Thread-Id`
-headers via `extra_headers`.
+400 `unsupported_parameter` naming it (`simulated_fields.py`). Autellix's own fields (`session_id`,
+`thread_id`, `parent_thread_id`) ride in the body via the `openai` client's `extra_body`, or as
+`X-Session-Id` / `X-Thread-Id` / `X-Parent-Thread-Id` headers via `extra_headers`; the other names
+a session is accepted under are in `session_names.py`.
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ class ModelList(BaseModel):
 class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # the client's own session id (session_ids.py checks it); none: the API issues `s-<32 hex>`
+    id: str | None = None
     name: str | None = Field(default=None, max_length=200)
     workload_class: str | None = Field(default=None, max_length=64)
 

@@ -28,6 +28,14 @@ class SessionApiSettings(MeshSettings):
     request_burst_per_tenant: int = Field(default=1000, ge=1)
     # a call whose engine died before the client saw a token is placed again, up to this many times
     max_redispatches: int = Field(default=2, ge=0)
+    # body fields that may also name a call's session when no session header or field does, a
+    # comma list of `user` and `prompt_cache_key`, in the order tried (session_names.py); off by
+    # default since both mean something else to OpenAI too
+    session_id_fields: str = ""
+
+    @property
+    def session_id_opt_in(self) -> tuple[str, ...]:
+        return tuple(f.strip() for f in self.session_id_fields.split(",") if f.strip())
 
     @model_validator(mode="after")
     def _keys_in_production(self) -> SessionApiSettings:
@@ -35,4 +43,7 @@ class SessionApiSettings(MeshSettings):
             raise ValueError("AUTELLIX_API_KEYS must list tenant:key pairs in production")
         if self.default_max_tokens > self.max_output_tokens:
             raise ValueError("DEFAULT_MAX_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        unknown = set(self.session_id_opt_in) - {"user", "prompt_cache_key"}
+        if unknown:
+            raise ValueError(f"SESSION_ID_FIELDS may list only user and prompt_cache_key, not {sorted(unknown)}")
         return self

@@ -32,6 +32,8 @@ def refuse_unhonoured(body, backend: str) -> None:
         value = fields.get(name)
         if value is None or value in _DEFAULTS_OK.get(name, ()):
             continue
+        if name == "vllm_xargs" and isinstance(value, dict) and set(value) <= {"session_id"}:
+            continue  # vLLM's way of naming the session: Autellix consumed it (session_names.py)
         raise unsupported(name, backend)
     if fields.get("n", 1) != 1:
         raise unsupported("n", backend, " (one choice per call)")

@@ -145,10 +145,11 @@ async def test_errors_use_openai_format_and_leave_no_state(stack):
     with pytest.raises(openai.AuthenticationError):
         await openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key="sk-wrong-123456789",
                                  max_retries=0).chat.completions.create(model=MODEL, messages=msg)
+    never_issued = "s-" + "0" * 32  # the form of an id the API issues: it must exist
     with pytest.raises(openai.NotFoundError) as err:
-        await client.chat.completions.create(model=MODEL, messages=msg, extra_headers={"X-Session-Id": "s-nope"})
+        await client.chat.completions.create(model=MODEL, messages=msg, extra_headers={"X-Session-Id": never_issued})
     assert err.value.code == "session_not_found"
-    assert (await _session(stack, "s-nope")).status_code == 404  # the failed call created nothing
+    assert (await _session(stack, never_issued)).status_code == 404  # the failed call created nothing
     with pytest.raises(openai.APIStatusError) as err:
         await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x" * 600_000}])
     assert err.value.status_code == 413 and err.value.code == "context_length_exceeded"

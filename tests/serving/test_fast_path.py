@@ -10,6 +10,7 @@ import httpx
 
 MODEL = "autellix-lite"
 CALL = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3}
+NEVER_ISSUED = "s-" + "0" * 32  # the form of an id the API issues: a call naming one that is absent gets 404
 
 
 def _http(stack, key: str | None = None) -> httpx.AsyncClient:
@@ -61,9 +62,9 @@ async def test_requests_the_fast_path_leaves_to_fastapi(stack):
 
 async def test_errors_raised_on_the_fast_path(stack):
     async with _http(stack) as http:
-        unknown = await http.post("/v1/chat/completions", json=CALL, headers={"X-Session-Id": "s-nope"})
+        unknown = await http.post("/v1/chat/completions", json=CALL, headers={"X-Session-Id": NEVER_ISSUED})
         too_many = await http.post("/v1/chat/completions", json={**CALL, "max_tokens": 10**9})
     assert unknown.status_code == 404
-    assert unknown.json() == {"error": {"message": "session 's-nope' not found", "type": "invalid_request_error",
+    assert unknown.json() == {"error": {"message": f"session '{NEVER_ISSUED}' not found", "type": "invalid_request_error",
                                         "code": "session_not_found", "param": "session_id"}}
     assert too_many.status_code == 400 and too_many.json()["error"]["code"] == "max_tokens_too_large"

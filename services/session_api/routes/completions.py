@@ -55,7 +55,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     if served.real:
         return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
     refuse_unhonoured(body, served.backend)
-    prepared = prepare_chat(request, body, settings, gateway.outputs)
+    prepared = prepare_chat(request, body, settings, gateway.outputs, tenant.name)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     created = int(time.time())
@@ -83,7 +83,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
     if served.real:
         return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
     refuse_unhonoured(body, served.backend)
-    prepared = prepare_completion(request, body, settings, gateway.outputs)
+    prepared = prepare_completion(request, body, settings, gateway.outputs, tenant.name)
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     created = int(time.time())

@@ -57,7 +57,7 @@ def _headers(prepared) -> dict[str, str]:
 async def serve(request: Request, body, endpoint: str, served: ServedModel, tenant: str, gateway: Gateway,
                 settings: SessionApiSettings) -> Response:
     label = _ENDPOINT_LABELS[endpoint]
-    prepared = await prepare_real(request, body, endpoint, served, settings, gateway.tokenizers)
+    prepared = await prepare_real(request, body, endpoint, served, settings, gateway.tokenizers, tenant)
     stream = await gateway.start_call(tenant, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     pieces = stream.__aiter__()

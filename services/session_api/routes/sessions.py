@@ -1,8 +1,14 @@
-"""`/v1/sessions`: open, read (the process-table view) and close a session (= one program)."""
+"""`/v1/sessions`: open, read (the process-table view) and close a session (= one program).
+
+`POST` without an id issues one (`s-<32 hex>`, 201). With `{"id": "..."}`, the client's own id: 201
+when this request opened it, 200 with the session as it is when it was open already (the name and
+workload class given are then ignored), 409 `session_ended` when it has ended. Ids are checked as
+everywhere (`session_ids.checked`): a bad one is a 400 naming `id` or `session_id`.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from services.session_api.deps import CurrentTenant, GatewayDep
 from services.session_api.schemas import ErrorResponse, SessionCreate, SessionView
@@ -12,19 +18,24 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 
 
-@router.post("", response_model=SessionView, status_code=201, responses=_ERRORS)
-async def open_session(tenant: CurrentTenant, gateway: GatewayDep,
+@router.post("", response_model=SessionView, status_code=201,
+             responses={**_ERRORS, 200: {"model": SessionView, "description": "the client's id was open already"},
+                        400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
+async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Response,
                        body: SessionCreate | None = Body(default=None)) -> SessionView:
     body = body or SessionCreate()
-    return await gateway.open_session(tenant.name, body.name, body.workload_class)
+    view, created = await gateway.open_session(tenant.name, body.name, body.workload_class, body.id)
+    if not created:
+        response.status_code = 200
+    return view
 
 
-@router.get("/{session_id}", response_model=SessionView, responses=_ERRORS)
+@router.get("/{session_id}", response_model=SessionView, responses={**_ERRORS, 400: {"model": ErrorResponse}})
 async def read_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.lookup_session(tenant.name, session_id)
 
 
 @router.delete("/{session_id}", response_model=SessionView,
-               responses={**_ERRORS, 409: {"model": ErrorResponse}})
+               responses={**_ERRORS, 400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def close_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.close_session(tenant.name, session_id)
