@@ -25,14 +25,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"NATS store, PostgreSQL data, logs (default {DEFAULT_STATE_DIR})")
     p.add_argument("--port", type=int, default=8000, help="HTTP API port (default 8000)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP API address (default 127.0.0.1)")
-    p.add_argument("--engines", type=int, default=2, help="engine agents to run (default 2)")
+    p.add_argument("--engines", type=int, default=None,
+                   help="engine agents to run (default 2; with --upstream, one per URL)")
     p.add_argument("--backend", default="lite", choices=BACKENDS,
-                   help="engine backend: vllm (a real vLLM engine per agent), or the simulated lite / emulated "
-                        "(default lite)")
+                   help="engine backend: vllm (a real vLLM engine per agent), upstream (see --upstream), or the "
+                        "simulated lite / emulated (default lite)")
     p.add_argument("--model", default="", help="backend vllm: a model folder, a hub id, or 'tiny' (a tiny "
                    "random-weight Llama made on the spot, for CPUs)")
     p.add_argument("--vllm-args", default="", help="backend vllm: more `vllm serve` flags for every engine, "
                    "as one string (e.g. '--max-model-len 8192 --gpu-memory-utilization 0.85')")
+    p.add_argument("--upstream", default="", help="front an existing fleet: comma list of OpenAI-compatible "
+                   "`vllm serve` URLs (run with --scheduling-policy priority), one engine agent each; implies "
+                   "--backend upstream")
     p.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (0: any free one)")
     p.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="external NATS (default $NATS_URL)")
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
@@ -41,22 +45,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="comma list of services to run (default: every installed one)")
     p.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
     p.add_argument("--startup-timeout", type=float, default=None,
-                   help="seconds to become healthy (default 60; 300 with --backend vllm)")
+                   help="seconds to become healthy (default 60; 300 with a real backend)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.nats_port <= 65535:
         raise ValueError(f"--nats-port must be in 0..65535, got {args.nats_port}")
+    upstreams = tuple(u.strip() for u in args.upstream.split(",") if u.strip())
+    if upstreams:
+        if args.backend not in ("lite", "upstream"):
+            raise ValueError(f"--upstream fronts existing engines; it does not go with --backend {args.backend}")
+        if args.engines not in (None, len(upstreams)):
+            raise ValueError(f"--engines {args.engines} but {len(upstreams)} --upstream URL(s): one engine each")
+        args.backend, args.engines = "upstream", len(upstreams)
+    args.engines = 2 if args.engines is None else args.engines
     if args.startup_timeout is None:
-        args.startup_timeout = 300.0 if args.backend == "vllm" else 60.0
+        args.startup_timeout = 300.0 if args.backend in ("vllm", "upstream") else 60.0
     if not args.startup_timeout > 0:
         raise ValueError("--startup-timeout must be > 0")
     cfg = StackConfig(
         state_dir=args.state_dir,
         options=StackOptions(port=args.port, host=args.host, engines=args.engines, backend=args.backend,
                              only=tuple(s.strip() for s in args.services.split(",") if s.strip()),
-                             model=args.model, vllm_args=args.vllm_args,
+                             model=args.model, vllm_args=args.vllm_args, upstreams=upstreams,
                              tiny_model_dir=str(args.state_dir / "tiny-model") if args.model == "tiny" else ""),
         nats_url=args.nats_url or None,
         database_url=args.database_url or None,

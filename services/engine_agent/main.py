@@ -51,6 +51,10 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
         from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
 
         return await start_vllm_agent(settings)
+    if settings.engine_backend == "upstream":
+        from services.engine_agent.upstream_main import start_upstream_agent
+
+        return await start_upstream_agent(settings)
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
     engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset,
@@ -107,9 +111,10 @@ def parse_args(argv: list[str] | None = None) -> dict:
     parser.add_argument("--backend", choices=BACKENDS, help="engine backend (env ENGINE_BACKEND)")
     parser.add_argument("--policy", help="fcfs | mlfq | plas | atlas (env SCHEDULING_POLICY)")
     parser.add_argument("--model", help="backend vllm: model folder, hub id, or 'tiny' (env ENGINE_MODEL)")
+    parser.add_argument("--upstream", help="backend upstream: URL of the vllm serve (env ENGINE_UPSTREAM_URL)")
     args = parser.parse_args(argv)
     overrides = {"engine_id": args.engine_id, "engine_backend": args.backend, "scheduling_policy": args.policy,
-                 "engine_model": args.model}
+                 "engine_model": args.model, "engine_upstream_url": args.upstream}
     return {k: v for k, v in overrides.items() if v is not None}
 
 

@@ -10,7 +10,8 @@ from shared.core.policy import PolicyName, parse_policy
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
 
-BACKENDS = ("lite", "emulated", "vllm")
+BACKENDS = ("lite", "emulated", "vllm", "upstream")
+REAL_BACKENDS = ("vllm", "upstream")
 # settings of the modeled engines (lite, emulated) that a real vLLM engine has no use for
 _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num_blocks", "stream_interval_s",
                              "time_scale", "engine_kv_policy", "engine_kv_ttl_cap_s"})
@@ -18,7 +19,7 @@ _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num
 
 class EngineAgentSettings(MeshSettings):
     engine_id: str = "e0"
-    engine_backend: Literal["lite", "emulated", "vllm"] = "lite"
+    engine_backend: Literal["lite", "emulated", "vllm", "upstream"] = "lite"
     scheduling_policy: PolicyName = PolicyName.ATLAS
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     # vLLM's max_num_seqs (running calls per step) and KV blocks; None keeps the engine's defaults
@@ -43,9 +44,30 @@ class EngineAgentSettings(MeshSettings):
     engine_served_model_name: str = ""  # default: "tiny" for the tiny model, else the model as given
     engine_vllm_args: str = ""  # e.g. "--max-model-len 8192 --enable-prefix-caching"
     engine_tiny_model_dir: str = "/tmp/autellix-tiny-model"
+    # backend upstream: the OpenAI-compatible `vllm serve` this agent fronts (run it with
+    # --scheduling-policy priority), its API key, the tokenizer the API counts prompts with (default:
+    # the model's `root` from the upstream's /v1/models), and how long one answer may stay silent
+    engine_upstream_url: str = ""
+    engine_upstream_api_key: str = ""
+    engine_upstream_tokenizer: str = ""
+    engine_upstream_read_timeout_s: float = Field(default=600.0, gt=0)
+    engine_upstream_wait_s: float = Field(default=600.0, ge=0)  # for its /v1/models at start-up
 
     @model_validator(mode="after")
     def _vllm_needs_a_model(self) -> EngineAgentSettings:
+        upstream_fields = sorted(f for f in self.model_fields_set if f.startswith("engine_upstream_"))
+        if self.engine_backend == "upstream":
+            if not self.engine_upstream_url.startswith(("http://", "https://")):
+                raise ValueError("ENGINE_UPSTREAM_URL (or --upstream) must be the http(s) URL of an "
+                                 f"OpenAI-compatible vllm serve with ENGINE_BACKEND=upstream, not {self.engine_upstream_url!r}")
+            refused = sorted((self.model_fields_set & _SIMULATED_ONLY)
+                             | ({"engine_model", "engine_vllm_args"} & self.model_fields_set))
+            if refused:
+                raise ValueError(f"{', '.join(f.upper() for f in refused)} do not apply to backend upstream: "
+                                 "its engine is the vllm serve at ENGINE_UPSTREAM_URL, with its own flags")
+            return self
+        if upstream_fields:
+            raise ValueError(f"{', '.join(f.upper() for f in upstream_fields)} apply to backend upstream only")
         if self.engine_backend == "vllm" and not self.engine_model.strip():
             raise ValueError("ENGINE_MODEL (or --model) is required with ENGINE_BACKEND=vllm: a model folder, "
                              "a hub id, or 'tiny'")

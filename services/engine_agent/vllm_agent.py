@@ -1,4 +1,6 @@
-"""The engine agent of backend `vllm`: a real vLLM engine serves each routed call's OpenAI request.
+"""The engine agent of the real backends: a real vLLM engine serves each routed call's OpenAI request,
+one this agent runs (backend `vllm`, below) or one it fronts (backend `upstream`, whose engine,
+`upstream_serving.py`, answers calls and keeps their records itself).
 
 Per call: the client's request body (as the API accepted it) gets the mesh's call id as vLLM's
 `request_id` and the program's ids in `vllm_xargs` (which become `SamplingParams.extra_args`, where
@@ -61,10 +63,10 @@ class VllmCall:
 
 class VllmEngineAgent:
     def __init__(self, bus: Bus, engine_id: str, policy: SchedulingPolicy, directory: CachedProgramDirectory,
-                 serving, model_name: str) -> None:
+                 serving, model_name: str, backend: str = "vllm") -> None:
         self.bus = bus
         self.engine_id = engine_id
-        self.backend = "vllm"
+        self.backend = backend
         self.policy = policy
         self.directory = directory
         self.serving = serving
@@ -95,7 +97,7 @@ class VllmEngineAgent:
         if route.call_id in self.calls:
             return m.OkReply(detail="duplicate")
         if not route.openai_body or not route.endpoint.startswith("/v1/"):
-            return m.error_reply(ErrorCode.BAD_REQUEST, "backend vllm serves OpenAI requests: the call carries "
+            return m.error_reply(ErrorCode.BAD_REQUEST, f"backend {self.backend} serves OpenAI requests: the call carries "
                                  "no request body (is the API up to date?)")
         live = VllmCall(route=route, submitted_s=time.monotonic(),
                         view_behind=self.directory.view_is_behind(route.program_id, route.completed_calls_before))
@@ -117,13 +119,18 @@ class VllmEngineAgent:
         request["request_id"] = route.call_id
         return json.dumps(request, separators=(",", ":")).encode()
 
+    def _answer(self, route: m.RouteCall):
+        if self.backend == "vllm":
+            return self.serving.request(route.endpoint, self._request_body(route))
+        return self.serving.answer(route)  # the upstream sets the program's priority itself
+
     async def _serve(self, live: VllmCall) -> None:
         route = live.route
         status = 0
         try:
             # every piece goes on as vLLM wrote it, as vLLM's own server sends it (its first piece
             # of a chat stream is the role alone: holding pieces back would hold the first token)
-            async for status, content_type, piece in self.serving.request(route.endpoint, self._request_body(route)):
+            async for status, content_type, piece in self._answer(route):
                 if live.next_index == 0:  # the status line: the client's response can start
                     await self._send(live, m.TokenChunk(call_id=route.call_id, index=live.take_index(),
                                                         http_status=status, content_type=content_type, body=piece))
@@ -144,12 +151,13 @@ class VllmEngineAgent:
                            "error" if status != 200 else None)
         except asyncio.CancelledError:
             self._complete(live, await self._record(route.call_id, timeout_s=1.0), "aborted")
-        except Exception as exc:  # vLLM's app failed outside its own error handling
+        except Exception as exc:  # vLLM's app failed outside its own error handling, or the upstream went
             self.log.error("call_failed", call_id=route.call_id, error=repr(exc))
+            code = ErrorCode.UNAVAILABLE if isinstance(exc, ConnectionError) else ErrorCode.INTERNAL
             with contextlib.suppress(Exception):
                 await self._send(live, m.TokenChunk(
                     call_id=route.call_id, index=live.take_index(), done=True, finish_reason="error",
-                    error_code=ErrorCode.INTERNAL.value, error_description=f"engine error: {exc}"))
+                    error_code=code.value, error_description=f"engine error: {exc}"))
             self._complete(live, await self._record(route.call_id, timeout_s=1.0), "error")
         finally:
             self.calls.pop(route.call_id, None)
@@ -275,10 +283,14 @@ class VllmEngineAgent:
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
         load = self._load
         used, total = load.get("kv_used_blocks", 0), load.get("kv_total_blocks", 0)
+        kv_use = load["kv_use"] if "kv_use" in load else (used / total if total else 0.0)
+        work = load.get("load")
+        if work is None:  # an upstream reports no token backlog: what this agent has sent it
+            work = sum(c.route.prompt_tokens + c.route.max_tokens for c in self.calls.values())
         return m.EngineHeartbeat(
             engine_id=self.engine_id, backend=self.backend, queue_depth=load.get("waiting", 0),
             running_calls=load.get("running", 0), kv_used_blocks=used, kv_total_blocks=total,
-            kv_use=used / total if total else 0.0, load=float(load.get("load", 0)), interval_s=interval_s,
+            kv_use=kv_use, load=float(work), interval_s=interval_s,
             started_at_ns=self.started_at_ns, model=self.model_name, tokenizer=self.serving.tokenizer_source,
             max_model_len=self.serving.max_model_len)
 
@@ -303,6 +315,8 @@ class VllmEngineAgent:
             self.log.error("engine_core_unresponsive", silent_s=round(silent_s, 1))
             raise RuntimeError(f"the vLLM engine core answered nothing for {silent_s:.0f} s")
         self._drain_wanted.set()
+        if not self.serving.healthy:  # an upstream whose /metrics cannot be read: no calls placed here
+            return
         await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
         if snapshot:
             await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())

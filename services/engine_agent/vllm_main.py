@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import shlex
 from pathlib import Path
 
-from services.engine_agent.forget import subscribe_forgetting
+from services.engine_agent.real_wiring import RunningRealAgent, wire_real_agent
 from services.engine_agent.settings import EngineAgentSettings
-from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.vllm_agent import VllmEngineAgent
 from shared.bus.bus import Bus
 from shared.core.policy import PolicyName, SchedulingPolicy
@@ -18,8 +15,6 @@ from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.program_sched import SchedulerSettings
 from shared.engine.tiny_model import TINY_MODEL_ALIAS, make_tiny_model
 from shared.logging import get_logger
-from shared.protocol import messages as m
-from shared.protocol import subjects
 
 # the tiny model on a CPU: random weights (nothing to load), no compilation, a KV cache sized in
 # bytes (on CPU vLLM's memory share is of host memory, and its default does not fit beside the rest)
@@ -46,25 +41,7 @@ def serve_config(settings: EngineAgentSettings):
                            extra_args=extra, scheduler_kind=kind)
 
 
-class RunningVllmAgent:
-    def __init__(self, bus: Bus, agent: VllmEngineAgent, serving, tasks: list[asyncio.Task]) -> None:
-        self.bus = bus
-        self.agent = agent
-        self.serving = serving
-        self.tasks = tasks
-
-    async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self.agent.stop(timeout_s=5.0)
-        await self.serving.stop()
-        await self.bus.close()
-
-
-async def start_vllm_agent(settings: EngineAgentSettings) -> RunningVllmAgent:
+async def start_vllm_agent(settings: EngineAgentSettings) -> RunningRealAgent:
     from shared.engine.vllm_serving import VllmServing  # imports vLLM
 
     log = get_logger(engine_id=settings.engine_id)
@@ -78,18 +55,8 @@ async def start_vllm_agent(settings: EngineAgentSettings) -> RunningVllmAgent:
     except BaseException:
         await serving.stop()
         raise
-    await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, config.served_model_name)
-    await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
-                        types=(m.RunCall, m.CancelCall))
-    await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
-    await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
-    await subscribe_forgetting(bus, directory, agent)
-
-    await serve_health(bus, agent)
-
-    await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)
+    tasks = await wire_real_agent(bus, agent, directory, settings)
     log.info("engine_agent_started", backend="vllm", policy=policy.name.value, model=config.model,
              served_model_name=config.served_model_name, max_model_len=serving.max_model_len)
-    return RunningVllmAgent(bus, agent, serving, [asyncio.create_task(agent.drain_forever()),
-                                                 asyncio.create_task(state_forever(agent, settings))])
+    return RunningRealAgent(bus, agent, serving, tasks)

@@ -29,9 +29,12 @@ class StackOptions:
     model: str = ""  # backend vllm: model folder, hub id, or "tiny"
     vllm_args: str = ""  # backend vllm: further `vllm serve` flags for every engine
     tiny_model_dir: str = ""  # backend vllm with --model tiny: where the tiny model is made
+    upstreams: tuple[str, ...] = ()  # backend upstream: one `vllm serve` URL per engine
 
     def engine_env(self, index: int) -> dict[str, str]:
         env = {"ENGINE_ID": f"e{index}", "ENGINE_BACKEND": self.backend}
+        if self.backend == "upstream":
+            env["ENGINE_UPSTREAM_URL"] = self.upstreams[index]
         if self.backend == "vllm":
             env |= {"ENGINE_MODEL": self.model, "ENGINE_VLLM_ARGS": self.vllm_args}
             if self.tiny_model_dir:
@@ -91,7 +94,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP),
 )
 
-BACKENDS = ("lite", "emulated", "vllm")
+BACKENDS = ("lite", "emulated", "vllm", "upstream")
 
 
 def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
@@ -102,6 +105,11 @@ def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tu
         raise ValueError("--backend vllm needs --model (a model folder, a hub id, or 'tiny')")
     if opts.backend != "vllm" and (opts.model or opts.vllm_args):
         raise ValueError(f"--model and --vllm-args apply to --backend vllm, not {opts.backend!r}")
+    if (opts.backend == "upstream") != bool(opts.upstreams):
+        raise ValueError("--upstream URL[,URL...] and --backend upstream go together")
+    if opts.backend == "upstream" and opts.engines != len(opts.upstreams):
+        raise ValueError(f"--engines is {opts.engines} but {len(opts.upstreams)} upstream URL(s) were given: "
+                         "one engine agent per upstream")
     if opts.engines < 1:
         raise ValueError(f"--engines must be >= 1, got {opts.engines}")
     if not 1 <= opts.port <= 65535:

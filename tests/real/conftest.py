@@ -1,6 +1,9 @@
 """One real vLLM engine behind the whole mesh (`autellix up --backend vllm --model tiny`), and the same
 tiny model under vLLM's own OpenAI server beside it, for side-by-side checks. Both start once per
 test session, in parallel (about a minute on 2 cores); the model is made on the spot (no download).
+
+`mesh` is each of two meshes in turn: the one running its own engine, and one fronting vLLM's own
+server (`autellix up --upstream`, backend upstream), which starts when first asked for.
 """
 
 from __future__ import annotations
@@ -108,9 +111,43 @@ def real_engines():
         shutil.rmtree(state, ignore_errors=True)
 
 
+def _start_mesh(state: Path, env: dict, *args: str) -> Endpoint:
+    port = _free_port()
+    log = state / f"up-{port}.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autellix", "up", *args, "--state-dir", str(state), "--port", str(port),
+         "--nats-port", "0", "--startup-timeout", str(STARTUP_S)],
+        cwd=REPO_ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + STARTUP_S
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/v1/models", proc, log, deadline)
+        endpoint = Endpoint(f"http://127.0.0.1:{port}", API_KEY, proc, log)
+        while not endpoint.client().models.list().data and time.monotonic() < deadline:  # first heartbeat
+            time.sleep(0.5)
+    except BaseException:
+        _stop(proc)
+        raise
+    return endpoint
+
+
 @pytest.fixture(scope="session")
-def mesh(real_engines) -> Endpoint:
-    return real_engines[0]
+def upstream_mesh(real_engines):
+    """The mesh in front of vLLM's own server (which runs --scheduling-policy priority)."""
+    direct = real_engines[1]
+    state = Path(tempfile.mkdtemp(prefix="autellix-upstream-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
+    env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+    endpoint = _start_mesh(state, env, "--upstream", direct.base_url)
+    try:
+        yield endpoint
+    finally:
+        _stop(endpoint.proc)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", params=["vllm", "upstream"])
+def mesh(request, real_engines) -> Endpoint:
+    return real_engines[0] if request.param == "vllm" else request.getfixturevalue("upstream_mesh")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,110 @@
+"""What an engine agent in front of a `vllm serve` it did not start (backend `upstream`) can know of
+its calls: the priority it sends, the engine's load from its `/metrics`, and each call's attained
+service, estimated from what it observes.
+
+Priority: the call's program-level MLFQ level, as our in-engine scheduler would give it at
+admission (the policy's own `level`, with the program's and thread's service from the directory).
+vLLM's priority scheduler serves lower values first; the value is fixed for the request's life, so
+a call is never demoted while it runs, as it is inside our scheduler.
+
+Service: our in-engine measure charges a call each engine step it spends in the batch, from its
+admission (prefill) to its end. From outside, the agent sees the call's end-to-end time E and, for a
+stream, the time F of the first piece (vLLM writes nothing before the first token), and vLLM's
+/metrics give the mean prefill time and mean queue time of the requests that finished in the last
+scrape window. So:
+  stream:     wait = F - min(prefill_mean, F),   service = E - wait
+  non-stream: wait = min(queue_mean, E),          service = E - wait
+A preemption inside vLLM is counted as service (the agent cannot see it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.core.policy import CallView, SchedulingPolicy
+from shared.core.program import ProgramLedger
+
+_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+           "vllm:kv_cache_usage_perc": "kv_use"}
+_COUNTERS = {"vllm:request_prefill_time_seconds_sum": "prefill_sum",
+             "vllm:request_prefill_time_seconds_count": "prefill_count",
+             "vllm:request_queue_time_seconds_sum": "queue_sum",
+             "vllm:request_queue_time_seconds_count": "queue_count"}
+
+
+def call_priority(policy: SchedulingPolicy, ledger: ProgramLedger, thread_id: str) -> int:
+    """vLLM `priority` of a new call: its program-level MLFQ level (0 for FCFS: arrival order)."""
+    view = CallView(arrival_s=0.0, seq=0, attained_s=0.0, program_service_s=ledger.service_s,
+                    thread_service_s=ledger.thread_service(thread_id), program_arrival_s=0.0)
+    return policy.level(view)
+
+
+@dataclass(frozen=True)
+class UpstreamMetrics:
+    """One scrape of vLLM's /metrics, summed over label sets (one model per upstream)."""
+
+    running: int = 0
+    waiting: int = 0
+    kv_use: float = 0.0  # fraction of the KV cache in use
+    prefill_sum: float = 0.0  # cumulative: seconds and requests
+    prefill_count: float = 0.0
+    queue_sum: float = 0.0
+    queue_count: float = 0.0
+
+
+def parse_metrics(text: str) -> UpstreamMetrics:
+    """The series above from Prometheus' text format; anything else is skipped."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        if "}" in line:  # name{labels} value
+            name, tail = line.split("{", 1)[0], line.rsplit("}", 1)[1].split()
+        else:  # name value
+            name, *tail = line.split()
+        field = _GAUGES.get(name) or _COUNTERS.get(name)
+        if field is None or not tail:
+            continue
+        try:
+            values[field] = values.get(field, 0.0) + float(tail[0])
+        except ValueError:
+            continue
+    return UpstreamMetrics(running=int(values.get("running", 0)), waiting=int(values.get("waiting", 0)),
+                           kv_use=values.get("kv_use", 0.0),
+                           **{f: values.get(f, 0.0) for f in _COUNTERS.values()})
+
+
+@dataclass(frozen=True)
+class PhaseMeans:
+    """Mean prefill and queue time of the requests finished between two scrapes."""
+
+    prefill_s: float = 0.0
+    queue_s: float = 0.0
+
+
+def window_means(before: UpstreamMetrics, after: UpstreamMetrics, last: PhaseMeans) -> PhaseMeans:
+    """Means over the window; a phase with no finished request keeps its last mean (a restarted
+    upstream, whose counters went back, too)."""
+    def mean(total: str, count: str, previous: float) -> float:
+        n = getattr(after, count) - getattr(before, count)
+        s = getattr(after, total) - getattr(before, total)
+        return s / n if n > 0 and s >= 0 else previous
+    return PhaseMeans(prefill_s=mean("prefill_sum", "prefill_count", last.prefill_s),
+                      queue_s=mean("queue_sum", "queue_count", last.queue_s))
+
+
+@dataclass(frozen=True)
+class ServiceEstimate:
+    service_s: float
+    wait_s: float
+
+
+def estimate_service(e2e_s: float, first_piece_s: float | None, means: PhaseMeans) -> ServiceEstimate:
+    """A call's service and wait from its observed times (see the module docstring)."""
+    e2e_s = max(e2e_s, 0.0)
+    if first_piece_s is not None:
+        first = min(max(first_piece_s, 0.0), e2e_s)
+        wait = first - min(means.prefill_s, first)
+    else:
+        wait = min(means.queue_s, e2e_s)
+    return ServiceEstimate(service_s=e2e_s - wait, wait_s=wait)
