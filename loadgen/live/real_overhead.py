@@ -2,7 +2,8 @@
 
 `python -m loadgen.live.real_overhead --json PATH` starts `autellix up --backend vllm --model tiny
 --engines 1` and, beside it, vLLM's own OpenAI server on the same tiny model (same flags, same
-random weights), then alternates rounds of `--concurrency` concurrent streaming calls between the
+random weights). With `--path upstream` the mesh instead fronts that very server (`autellix up
+--upstream URL`), so both sides reach one engine. It then alternates rounds of `--concurrency` concurrent streaming calls between the
 two (greedy, `ignore_eos`, the same prompt and length, so both do the same work), and finally sends
 a long prompt (`--long-chars` characters) to each. Reports end-to-end and first-token latency
 percentiles for both and the differences (mesh minus direct). Both servers share this machine's
@@ -41,7 +42,21 @@ def _free_port() -> int:
     return free_port()
 
 
-def start_servers(state: Path, startup_s: float = 400.0) -> tuple[subprocess.Popen, str, subprocess.Popen, str]:
+def _wait_ready(url: str, proc: subprocess.Popen, deadline: float, state: Path) -> None:
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not start; see {state}")
+        try:
+            r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
+            if r.status_code == 200 and r.json()["data"]:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+
+
+def start_servers(state: Path, startup_s: float = 400.0,
+                  path: str = "vllm") -> tuple[subprocess.Popen, str, subprocess.Popen, str]:
     """(mesh process, its URL, direct process, its URL) once both answer."""
     from services.engine_agent.vllm_main import TINY_MODEL_VLLM_ARGS
     from shared.engine.tiny_model import make_tiny_model
@@ -50,27 +65,20 @@ def start_servers(state: Path, startup_s: float = 400.0) -> tuple[subprocess.Pop
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
     env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
     mesh_port, direct_port = _free_port(), _free_port()
-    mesh = subprocess.Popen([sys.executable, "-m", "autellix", "up", "--backend", "vllm", "--model", "tiny",
-                             "--engines", "1", "--state-dir", str(state), "--port", str(mesh_port),
-                             "--nats-port", "0", "--startup-timeout", str(startup_s)],
-                            cwd=REPO_ROOT, env=env, stdout=open(state / "up.log", "w"), stderr=subprocess.STDOUT)
+    urls = (f"http://127.0.0.1:{mesh_port}", f"http://127.0.0.1:{direct_port}")
+    deadline = time.monotonic() + startup_s
     direct = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                                "--served-model-name", "tiny", "--port", str(direct_port), "--host", "127.0.0.1",
                                "--scheduling-policy", "priority", *TINY_MODEL_VLLM_ARGS],
                               cwd=state, env=env, stdout=open(state / "direct.log", "w"), stderr=subprocess.STDOUT)
-    urls = (f"http://127.0.0.1:{mesh_port}", f"http://127.0.0.1:{direct_port}")
-    deadline = time.monotonic() + startup_s
+    if path == "upstream":  # the mesh needs its upstream's /v1/models
+        _wait_ready(urls[1], direct, deadline, state)
+    engine = ["--upstream", urls[1]] if path == "upstream" else ["--backend", "vllm", "--model", "tiny", "--engines", "1"]
+    mesh = subprocess.Popen([sys.executable, "-m", "autellix", "up", *engine, "--state-dir", str(state),
+                             "--port", str(mesh_port), "--nats-port", "0", "--startup-timeout", str(startup_s)],
+                            cwd=REPO_ROOT, env=env, stdout=open(state / "up.log", "w"), stderr=subprocess.STDOUT)
     for url, proc in ((urls[1], direct), (urls[0], mesh)):
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{url} did not start; see {state}")
-            try:
-                r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
-                if r.status_code == 200 and r.json()["data"]:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
+        _wait_ready(url, proc, deadline, state)
     return mesh, urls[0], direct, urls[1]
 
 
@@ -183,12 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--long-chars", type=int, default=100_000)
     p.add_argument("--long-runs", type=int, default=3)
+    p.add_argument("--path", choices=("vllm", "upstream"), default="vllm",
+                   help="the mesh's engine: its own (backend vllm), or the direct server itself (backend upstream)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     state = Path(tempfile.mkdtemp(prefix="autellix-overhead-", dir="/tmp"))
     mesh = direct = None
     try:
-        mesh, mesh_url, direct, direct_url = start_servers(state)
+        mesh, mesh_url, direct, direct_url = start_servers(state, path=args.path)
         levels = [int(c) for c in args.concurrency.split(",")]
         pids = {"mesh": mesh.pid, "direct": direct.pid}
         result = {"by_concurrency": {str(c): asyncio.run(measure(
@@ -204,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                     proc.kill()
         shutil.rmtree(state, ignore_errors=True)
     result = {"benchmark": "mesh over a direct call of the same real vLLM engine (tiny model, CPU)",
+              "path": args.path,
               "command": "python -m loadgen.live.real_overhead " + " ".join(argv or sys.argv[1:]),
               "rounds": args.rounds, "max_tokens": args.max_tokens, **result}
     text = json.dumps(result, indent=2)
