@@ -1,6 +1,9 @@
 """Runs programs against a live Autellix API: one session per program, each call submitted when its
 dependencies have finished and its tool pause has passed, forks as parallel requests.
 
+Each program names its session with an id of its own (`X-Session-Id`): the API opens it on the
+first call; the driver closes it with `DELETE /v1/sessions/{id}` once every call is over.
+
 Times are seconds since the run started (`time.perf_counter`), so records compare with the
 simulator's: normalized latency = (finish of the last call - arrival) / generated tokens.
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,7 +31,7 @@ class LiveProgramRecord:
     program_id: str
     workload: str
     arrival_s: float  # scheduled arrival (relative to the run start)
-    started_s: float  # when the session was opened
+    started_s: float  # when the program started (its session opens with its first call)
     finish_s: float | None = None
     output_tokens: int = 0  # tokens actually received
     num_calls: int = 0
@@ -130,9 +134,9 @@ class LiveDriver:
         self.progress.finished += 1
 
     async def _program(self, spec: ProgramSpec, rec: LiveProgramRecord) -> None:
-        resp = await self.http.post("/v1/sessions", json={"name": spec.program_id, "workload_class": spec.workload})
-        resp.raise_for_status()
-        rec.session_id = resp.json()["id"]
+        # a client-chosen id (unique per run): the API opens the session on the program's first call
+        tag = "".join(c if "!" <= c <= "~" else "_" for c in spec.program_id[:80])  # visible ASCII only
+        rec.session_id = f"{tag}-{uuid.uuid4().hex[:16]}"
         outputs: dict[str, str] = {}
         done = {c.call_id: asyncio.Event() for c in spec.calls}
         finish_s = [rec.started_s]
@@ -159,10 +163,10 @@ class LiveDriver:
         try:
             await asyncio.gather(*(one_call(c) for c in spec.calls))
         finally:
-            try:
+            try:  # forks may finish in any order, so no call knows it is the last: close by hand
                 await self.http.delete(f"/v1/sessions/{rec.session_id}")
             except httpx.HTTPError:
-                pass  # the API's idle TTL closes it
+                pass  # the API's idle TTL closes it (and a program that never called opened none)
         rec.finish_s = finish_s[0]
 
     async def _call(self, session_id: str, call, outputs: dict[str, str],
