@@ -120,14 +120,15 @@ async def test_concurrent_calls_per_session_limit(http, chaos_stack):
 
 
 async def test_request_rate_per_tenant_limit(http, chaos_stack):
-    # unknown sessions: admitted (counted against the rate), then a cheap 404; burst 60, 30/s;
+    # unknown issued-form sessions (a client's own id would open): admitted (counted against the
+    # rate), then a cheap 404; burst 60, 30/s;
     # 16 at a time, so the concurrency limits stay out of the way
     gate = asyncio.Semaphore(16)
 
     async def one(i: int) -> httpx.Response:
         async with gate:
             return await http.post("/v1/chat/completions", headers=_h(chaos_stack, "globex"),
-                                   json=_chat(session_id=f"s-none-{i}"))
+                                   json=_chat(session_id=f"s-{i:032x}"))
     results = await asyncio.gather(*(one(i) for i in range(200)))
     statuses = {r.status_code for r in results}
     assert statuses <= {404, 429} and 429 in statuses
