@@ -378,7 +378,7 @@ class Gateway:
         """Resolve the session, subscribe to the token stream, and have the router place the call.
         Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
         limit_key = None if call.session_id is None else call.program_id
-        self.limits.admit(tenant, limit_key)
+        self.limits.admit(tenant, limit_key, call.session_id)
         try:
             return await self._start_call(tenant, call, model)
         except BaseException:

@@ -46,14 +46,17 @@ class CallLimiter:
         return cls(settings.max_concurrent_calls_per_session, settings.max_concurrent_calls_per_tenant,
                    settings.max_requests_per_s_per_tenant, settings.request_burst_per_tenant)
 
-    def admit(self, tenant: str, session_id: str | None) -> None:
-        """Count one call in, or raise a 429; every successful admit needs one `release`."""
+    def admit(self, tenant: str, session_id: str | None, shown_as: str | None = None) -> None:
+        """Count one call in, or raise a 429; every successful admit needs one `release`.
+
+        `session_id` is the key (the program id: per tenant); `shown_as` the client's own id, for
+        the message (the program id never leaves the mesh)."""
         self._take_rate(tenant)
         if self._by_tenant[tenant] >= self.per_tenant:
             raise too_many(f"tenant has {self._by_tenant[tenant]} calls in flight, the limit is "
                            f"{self.per_tenant}; retry when one finishes", "too_many_concurrent_calls")
         if session_id is not None and self._by_session[session_id] >= self.per_session:
-            raise too_many(f"session {session_id!r} has {self._by_session[session_id]} calls in flight, "
+            raise too_many(f"session {shown_as or session_id!r} has {self._by_session[session_id]} calls in flight, "
                            f"the limit is {self.per_session}", "too_many_concurrent_calls_in_session")
         self._by_tenant[tenant] += 1
         if session_id is not None:

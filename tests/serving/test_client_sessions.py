@@ -229,3 +229,5 @@ async def test_per_session_limits_key_by_the_tenants_own_session(stack):
         first, second = await asyncio.gather(*(acme.post("/v1/chat/completions", json=slow,
                                                          headers={"X-Session-Id": session_id}) for _ in range(2)))
     assert sorted((first.status_code, second.status_code)) == [200, 429]
+    refused = first if first.status_code == 429 else second
+    assert refused.json()["error"]["message"].startswith(f"session {session_id!r} has 1 calls")  # the client's id
