@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -112,6 +113,17 @@ async def test_concurrent_first_calls_all_succeed_in_one_session(stack):
             for _ in range(8)))
         assert [a.status_code for a in answers] == [200] * 8, [a.text for a in answers if a.status_code != 200]
         assert (await _wait_for_calls(http, session_id, 8))["num_calls"] == 8
+
+
+async def test_ids_with_any_visible_character_are_read_and_closed_by_path(stack):
+    session_id = f"team/a?b#c%d:{uuid.uuid4()}"
+    path = "/v1/sessions/" + quote(session_id, safe="/")
+    async with _http(stack) as http:
+        assert (await http.post("/v1/chat/completions", json=_call(), headers={"X-Session-Id": session_id})
+                ).json()["session_id"] == session_id
+        assert (await _wait_for_calls(http, quote(session_id, safe="/"), 1))["id"] == session_id
+        closed = await http.delete(path)
+    assert closed.status_code == 200 and closed.json() == {**closed.json(), "id": session_id, "status": "closed"}
 
 
 async def test_a_closed_client_session_stays_closed(stack):

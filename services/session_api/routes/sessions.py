@@ -3,7 +3,8 @@
 `POST` without an id issues one (`s-<32 hex>`, 201). With `{"id": "..."}`, the client's own id: 201
 when this request opened it, 200 with the session as it is when it was open already (the name and
 workload class given are then ignored), 409 `session_ended` when it has ended. Ids are checked as
-everywhere (`session_ids.checked`): a bad one is a 400 naming `id` or `session_id`.
+everywhere (`session_ids.checked`): a bad one is a 400 naming `id` or `session_id`. A client's id
+may hold `/` (the path converter takes the rest of the path); `?`, `#` and `%` travel percent-encoded.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Res
     return view
 
 
-@router.get("/{session_id}", response_model=SessionView, responses={**_ERRORS, 400: {"model": ErrorResponse}})
+@router.get("/{session_id:path}", response_model=SessionView, responses={**_ERRORS, 400: {"model": ErrorResponse}})
 async def read_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.lookup_session(tenant.name, session_id)
 
 
-@router.delete("/{session_id}", response_model=SessionView,
+@router.delete("/{session_id:path}", response_model=SessionView,
                responses={**_ERRORS, 400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def close_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.close_session(tenant.name, session_id)
