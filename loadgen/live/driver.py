@@ -71,8 +71,10 @@ class LiveProgress:
 
 class LiveDriver:
     def __init__(self, base_url: str, api_key: str, model: str = "autellix-lite", timeout_s: float = 600.0,
-                 max_retries: int = 2, tool_hints: bool = False) -> None:
+                 max_retries: int = 2, tool_hints: bool = False, extra_body: dict | None = None) -> None:
         self.tool_hints = tool_hints  # send X-Next-Tool: the tool the program runs after each call
+        # more request fields, e.g. {"ignore_eos": True} so a real model's calls run their full length
+        self.extra_body = extra_body
         root = base_url.rstrip("/").removesuffix("/v1")
         self.client = openai.AsyncOpenAI(base_url=f"{root}/v1", api_key=api_key, timeout=timeout_s,
                                          max_retries=max_retries)
@@ -182,7 +184,8 @@ class LiveDriver:
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=call_messages(call, outputs), max_tokens=call.output_tokens,
-                stream=True, stream_options={"include_usage": True}, extra_headers=headers)
+                stream=True, stream_options={"include_usage": True}, extra_headers=headers,
+                extra_body=self.extra_body)
             async for chunk in stream:
                 if chunk.usage is not None:
                     tokens = chunk.usage.completion_tokens
