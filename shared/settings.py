@@ -6,7 +6,8 @@ Each service defines its own subclass next to its `main.py`, adding only its fie
         locality_threshold_tokens: int = 2048
 
 Variables: NATS_URL, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
-(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES.
+(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES,
+METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: none), METRICS_HOST.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class MeshSettings(BaseSettings):
     # audit stream retention (JetStream limits): whichever limit is reached first drops the oldest
     audit_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     audit_max_bytes: int = Field(default=1 << 30, gt=0)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container that Prometheus scrapes from outside
 
     @field_validator("nats_url")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from services.controller import metrics
 from services.controller.cluster_view import ClusterView
 from services.controller.settings import ControllerSettings
 from shared.bus import Bus
@@ -58,10 +59,12 @@ class ControllerService:
 
     async def decide_once(self) -> list[m.ProgramPromoted]:
         promotions = self.view.decide(time.monotonic())
+        metrics.PROGRAMS_WATCHED.set(len(self.view.totals))  # not num_programs: a set union per tick
         for promo in promotions:
             # durable: the process table resets W and S from it; engines see it on the same subject
             await self.bus.publish_event(promo)
             self.num_promotions += 1
+            metrics.PROMOTIONS.inc()
             self.log.info("program_promoted", program_id=promo.program_id, epoch=promo.epoch,
                           ratio=round(promo.ratio, 3), reason=promo.reason)
         return promotions
@@ -72,4 +75,5 @@ class ControllerService:
             try:
                 await self.decide_once()
             except Exception as exc:  # a publish failed (NATS restarting): decide again next tick
+                metrics.DECISION_FAILURES.inc()
                 self.log.warning("decision_failed", error=f"{type(exc).__name__}: {exc}")

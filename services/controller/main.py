@@ -8,6 +8,7 @@ from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
+from shared.metrics_http import serve_metrics
 from shared.runtime.signals import stop_on_signals
 
 
@@ -17,6 +18,7 @@ async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
         await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
         service = ControllerService(bus, settings)
         await service.start()
+        serve_metrics(settings, SERVICE_NAME)
         get_logger().info("controller_started", beta=settings.starvation_beta)
         await stop.wait()
         await service.stop()

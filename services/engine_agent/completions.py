@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from services.engine_agent.metrics import count_completion
 from shared.bus.bus import Bus
 from shared.protocol import messages as m
 
@@ -21,6 +22,7 @@ class CompletionPublisher:
         self._tasks: set[asyncio.Task] = set()
 
     def publish(self, event: m.CallCompleted) -> None:
+        count_completion(event)
         self.spawn(self._publish(event))
 
     def spawn(self, coro) -> None:

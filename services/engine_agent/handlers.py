@@ -9,6 +9,7 @@ import time
 
 from services.engine_agent.calls import LiveCall, engine_call
 from services.engine_agent.completions import CompletionPublisher
+from services.engine_agent.metrics import metrics_for
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
 from shared.bus.bus import Bus
@@ -41,6 +42,7 @@ class EngineAgent:
         self.model_name = model_name or f"autellix-{backend}"  # what clients send as `model`
         # tokens of one call produced within this interval of its last chunk ride in the next one
         self.stream_interval_s = stream_interval_s
+        self.metrics = metrics_for(self)
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -103,6 +105,8 @@ class EngineAgent:
                 await self._started(live, end_s)
             elif end_s - live.last_chunk_s < self.stream_interval_s:
                 continue  # coalesce: the next chunk carries these tokens too
+            else:
+                self.metrics.tokens_sent(end_s - live.last_chunk_s, live.tokens_pending)
             live.last_chunk_s = end_s
             count, live.tokens_pending = live.tokens_pending, 0
             live.tokens_sent += count
@@ -120,6 +124,7 @@ class EngineAgent:
 
     async def _started(self, live: LiveCall, now_s: float) -> None:
         route = live.route
+        self.metrics.first_token(max(now_s - live.submitted_s, 0.0))
         await self.bus.publish_event_unacked(m.CallStarted(
             call_id=route.call_id, program_id=route.program_id, engine_id=self.engine_id,
             thread_id=route.thread_id, wait_s=max(now_s - live.submitted_s, 0.0)))
@@ -135,6 +140,7 @@ class EngineAgent:
         if not live.started:
             live.started = True
             await self._started(live, done.first_token_s)
+        self.metrics.call_finished(max(done.finish_s - live.submitted_s, 0.0))
         remaining = max(done.output_tokens - live.tokens_sent, 0)  # this step's tokens ride on the end chunk
         route = live.route
         await self.bus.publish(route.reply_subject, m.TokenChunk(

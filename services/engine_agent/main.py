@@ -20,6 +20,7 @@ from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.logging import configure_logging, get_logger
+from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.signals import stop_on_signals
@@ -92,6 +93,7 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
 
 async def serve(settings: EngineAgentSettings) -> None:
     running = await start_agent(settings)
+    serve_metrics(settings, "engine_agent")
     # the engine's start-up state leaves the collected heap and young collections come less
     # often: the collector was a visible share of the per-call CPU (py-spy --native)
     gc.freeze()

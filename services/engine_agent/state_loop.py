@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from services.engine_agent.metrics import observe_state
 from services.engine_agent.settings import EngineAgentSettings
 from shared.bus.bus import Bus
 
@@ -21,5 +22,6 @@ async def state_forever(agent, settings: EngineAgentSettings) -> None:
     tick = 0
     while True:
         await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
+        observe_state(agent, settings.heartbeat_interval_s)
         tick += 1
         await asyncio.sleep(settings.heartbeat_interval_s)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.process_table import sessions, wire
+from services.process_table import metrics, sessions, wire
 from services.process_table.apply import BatchApplier
 from services.process_table.expiry import IdleSweeper
 from services.process_table.fold import Completion
@@ -133,6 +133,7 @@ class ProcessTableService:
                 return
             outcome = await self._commit(batch)
             t0 = time.perf_counter()
+            metrics.completions_applied(outcome.updates, [d.decoded for d in outcome.committed])
             for update in outcome.updates:  # after commit: what engines and the router see is durable
                 self.num_applied_calls += len(update.applied_call_ids)
                 await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
@@ -231,6 +232,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
         opened = wire.session_opened(view)
         if created:
+            metrics.session_opened(view)
             await self.bus.publish_event(opened)
         return opened
 
@@ -253,6 +255,7 @@ class ProcessTableService:
         self.applier.forget(msg.session_id)  # memory follows the open sessions (issue 7)
         closed = wire.session_closed(after)
         if before.state != after.state:
+            metrics.session_closed(after)
             await self.bus.publish_event(closed)
         return closed
 
@@ -281,6 +284,7 @@ class ProcessTableService:
         self.applier.forget(*(v.program_id for v in views))
         for view in views:
             self.log.info("session_expired", program_id=view.program_id, idle_ttl_s=self.settings.session_idle_ttl_s)
+            metrics.session_closed(view)
             await self.bus.publish_event(wire.session_closed(view))
         return [v.program_id for v in views]
 

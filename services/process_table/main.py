@@ -14,6 +14,7 @@ from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
+from shared.metrics_http import serve_metrics
 from shared.runtime.signals import stop_on_signals
 
 
@@ -32,6 +33,7 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
             await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
             service = ProcessTableService(bus, engine, settings)
             await service.start()
+            serve_metrics(settings, SERVICE_NAME)
             # What start-up built (modules, SQLAlchemy and pydantic machinery: ~100K objects) lives as
             # long as the process: out of the collector's sight, a full collection walks only the live
             # data. Measured: full collections paused the event loop 60-100 ms (the propagation tail).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from services.router import metrics
 from services.router.decision import EngineChooser, NoEngineError, RouteRequest
 from services.router.engine_table import EngineState
 from shared.bus.bus import Bus
@@ -54,6 +55,7 @@ class RouterHandlers:
             try:
                 decision = self.chooser.choose(req, self.clock())
             except NoEngineError as exc:
+                metrics.PLACEMENT_FAILURES.labels("no_engine").inc()
                 return m.error_reply(ErrorCode.UNAVAILABLE, str(exc))
             run = m.RunCall(call=call, engine_id=decision.engine_id, route_reason=decision.reason,
                             routed_at_ns=time.time_ns())
@@ -65,8 +67,10 @@ class RouterHandlers:
                 self.log.warning("engine_unreachable", engine_id=decision.engine_id, call_id=call.call_id,
                                  error=str(exc))
                 self.chooser.table.remove(decision.engine_id)
+                metrics.PLACEMENT_FAILURES.labels("engine_unreachable").inc()
                 continue
             self.num_routed += 1
+            metrics.count_decision(decision.reason, decision.engine_id)
             routed = m.CallRouted(call_id=call.call_id, program_id=call.program_id,
                                   engine_id=decision.engine_id, reason=decision.reason)
             await self.bus.publish_event_unacked(routed)

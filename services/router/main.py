@@ -7,6 +7,7 @@ import gc
 
 import uvloop
 
+from services.router import metrics
 from services.router.affinity_chooser import make_chooser
 from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
@@ -14,6 +15,7 @@ from services.router.settings import RouterSettings
 from services.router.stealing import start_stealing
 from shared.bus.bus import Bus
 from shared.logging import configure_logging, get_logger
+from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.signals import stop_on_signals
@@ -43,6 +45,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
             while True:
                 await asyncio.sleep(settings.engine_ttl_s / 3)
                 handlers.expire_engines()
+                metrics.LIVE_ENGINES.set(len(chooser.table.loads(handlers.clock())))
         finally:  # one task to cancel for the caller
             if stealing is not None:
                 stealing.cancel()
@@ -51,6 +54,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
 
 async def serve(settings: RouterSettings) -> None:
     bus, _, expiry = await start_router(settings)
+    serve_metrics(settings, "router")
     # start-up objects leave the collected heap and young collections come less often: the
     # collector was a visible share of the per-call CPU (py-spy --native)
     gc.freeze()

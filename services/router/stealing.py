@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from services.router import metrics
 from services.router.affinity_chooser import AffinityChooser
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError, RemoteError
@@ -151,6 +152,7 @@ class WorkStealer:
             if target == mig.to_engine:
                 moved_any = True
                 self.num_calls_moved += 1
+                metrics.CALLS_STOLEN.inc()
                 self.chooser.table.add_load(target, route.prompt_tokens + route.max_tokens)
                 await self.bus.publish_event_nowait(m.CallRouted(
                     call_id=route.call_id, program_id=route.program_id, engine_id=target,

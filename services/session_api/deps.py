@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from services.session_api import metrics
 from services.session_api.auth import KeyStore, Tenant
 from services.session_api.errors import unauthorized
 from services.session_api.gateway import Gateway
@@ -29,6 +30,7 @@ async def current_tenant(request: Request) -> Tenant:
     tenant = _keys(request).tenant_for(key.strip())
     if tenant is None:
         raise unauthorized("invalid API key")
+    metrics.note_tenant(tenant.name)
     return tenant
 
 

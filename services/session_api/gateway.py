@@ -20,7 +20,7 @@ import time
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from services.session_api import recovery
+from services.session_api import metrics, recovery
 from services.session_api.call_counts import SessionCallCounts
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
@@ -372,7 +372,9 @@ class Gateway:
         self._listeners.pop(reply_subject, None)
 
     def resolve_model(self, name: str) -> ServedModel:
-        return self.models.resolve(name, self.live_engines())
+        served = self.models.resolve(name, self.live_engines())
+        metrics.note_model(served.name)
+        return served
 
     async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         """Resolve the session, subscribe to the token stream, and have the router place the call.

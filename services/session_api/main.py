@@ -15,6 +15,7 @@ from services.session_api.errors import install_error_handlers
 from services.session_api.fast_path import FastCompletions
 from services.session_api.gateway import Gateway
 from services.session_api.http_protocol import OneWriteHttpProtocol
+from services.session_api.metrics import RequestMetrics
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
 from shared.logging import configure_logging, get_logger
@@ -57,6 +58,7 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
     app.state.keys = keys or load_keys(settings)
     install_error_handlers(app)
     app.add_middleware(FastCompletions)  # the completion routes' hot path (fast_path.py)
+    app.add_middleware(RequestMetrics)  # outermost: it sees every answer's status
     for module in (sessions, completions, models, health):
         app.include_router(module.router)
     return app

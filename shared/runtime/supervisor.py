@@ -10,7 +10,8 @@ SIGTERM if the supervisor itself is killed; only PostgreSQL, daemonized by pg_ct
 that, and the next `autellix up` on the same state dir reuses it).
 
 State folder layout: nats/ (JetStream store), pg/ (PostgreSQL data), logs/<process>.log, up.json
-(URLs and pids of the running stack, read by `autellix events tail`).
+(URLs and pids of the running stack, read by `autellix events tail`), metrics.json (every process's
+Prometheus target, file_sd format: shared/runtime/metrics_targets.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from shared.logging import configure_logging
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.catalog import SERVICES, HealthProbe, Instance, ServiceSpec, StackOptions, plan
+from shared.runtime.metrics_targets import TARGETS_NAME, MetricsPorts
 from shared.runtime.nats_server import NatsServer
 from shared.runtime.postgres import EmbeddedPostgres
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
@@ -92,6 +94,7 @@ class Stack:
         self.nats_url = cfg.nats_url or ""
         self.database_url = cfg.database_url or ""
         self.api_keys = cfg.api_keys or ""
+        self.metrics = MetricsPorts(cfg.options)
         self._stopped = False
 
     @property
@@ -118,6 +121,8 @@ class Stack:
         for inst in self.instances:
             self._start_service(inst)
         self._write_manifest()
+        if self.metrics.by_instance:
+            self.say(f"Prometheus targets (/metrics) in {self.metrics.write(self.state_dir)}: {self.metrics.summary()}")
         await self._wait_healthy(interrupted)
 
     def _start_nats(self) -> None:
@@ -163,7 +168,8 @@ class Stack:
         return base_env(env)
 
     def _start_service(self, inst: Instance) -> None:
-        proc = ManagedProcess(inst.name, python_module_argv(inst.module), self._service_env(inst),
+        env = self._service_env(inst) | self.metrics.env_for(inst)
+        proc = ManagedProcess(inst.name, python_module_argv(inst.module), env,
                               self.log_dir / f"{inst.name}.log").start()
         self.processes.append(proc)
 
@@ -175,6 +181,7 @@ class Stack:
             "state_dir": str(self.state_dir),
             "supervisor_pid": os.getpid(),
             "pids": {p.name: p.pid for p in self.processes},
+            "metrics": {name: f"http://{target}/metrics" for name, target in self.metrics.by_instance.items()},
             "nats_pid": self.nats.pid if self.nats else None,
             "postgres_pid": self.postgres.pid if self.postgres else None,
         }
@@ -268,9 +275,9 @@ class Stack:
         if self.nats is not None:
             self.nats.stop()
             self.say("NATS stopped")
-        manifest = self.state_dir / MANIFEST_NAME
-        if manifest.exists():
-            manifest.unlink()
+        for name in (MANIFEST_NAME, TARGETS_NAME):
+            if (self.state_dir / name).exists():
+                (self.state_dir / name).unlink()
 
 
 async def run_stack(cfg: StackConfig, on_ready: Callable[[Stack], None] | None = None) -> int:
