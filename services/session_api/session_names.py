@@ -4,7 +4,8 @@ Looked up in this order; the first one present (non-empty) wins, the rest are ig
 
  1. body `session_id`                 Autellix's own (the `openai` client's `extra_body`)
  2. header `X-Session-Id`             Autellix's own; also vLLM's `X-Session-ID`, OpenCode's and
-                                      aiperf's `--session-header` default (names are case-blind)
+                                      aiperf's with `--session-header X-Session-Id` (names are
+                                      case-blind)
  3. body `vllm_xargs.session_id`      vLLM's
  4. header `X-Dynamo-Session-Id`      NVIDIA Dynamo
  5. header `x-claude-code-session-id` Claude Code
