@@ -7,8 +7,9 @@ from prometheus_client import Counter, Gauge
 
 DECISIONS = Counter("autellix_router_decisions", "Calls placed on an engine, by the kind of decision",
                     ["reason", "engine"])
-PLACEMENT_FAILURES = Counter("autellix_router_placement_failures", "Placements that failed",
-                             ["cause"])  # no_engine | engine_unreachable
+PLACEMENT_FAILURES = Counter("autellix_router_placement_failures", "Placements that failed", ["cause"])
+for _cause in ("no_engine", "engine_unreachable"):  # exported at 0 from the start: a rate needs a first sample
+    PLACEMENT_FAILURES.labels(_cause)
 CALLS_STOLEN = Counter("autellix_router_calls_stolen", "Queued calls moved to an idle engine (work stealing)")
 LIVE_ENGINES = Gauge("autellix_router_live_engines", "Engines whose heartbeats the router sees")
 
