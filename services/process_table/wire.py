@@ -9,12 +9,12 @@ from services.process_table.models import DEFAULT_TENANT_ID
 from services.process_table.views import ProgramView, ServiceUpdate
 from shared.core.mlfq import MlfqConfig
 from shared.protocol import messages as m
-from shared.protocol import subjects
+from shared.protocol.ids import checked_program_id
 
 
 def completion_from_wire(msg: m.CallCompleted) -> Completion:
     """Raises ValueError for a completion the table must not apply (the message is rejected)."""
-    subjects.token(msg.program_id)  # it names a subject of the update event
+    checked_program_id(msg.program_id)  # it names a subject of the update event
     return Completion(
         call_id=msg.call_id, program_id=msg.program_id, thread_id=msg.thread_id,
         parent_thread_id=msg.parent_thread_id, tenant_id=msg.tenant or DEFAULT_TENANT_ID,

@@ -28,6 +28,7 @@ from services.session_api.tool_hints import with_hint
 from shared.core.program import ROOT_THREAD
 from shared.engine.api import Segment
 from shared.protocol import subjects
+from shared.protocol.ids import id_problem
 from shared.protocol.programs import one_call_program_id
 
 THREAD_HEADER = "x-thread-id"
@@ -52,6 +53,7 @@ class PreparedCall:
     openai_body: bytes = b""
     endpoint: str = ""
     ends_session: bool = False  # X-Session-Final: close the session once this call's answer is over
+    prefix_salt: str = ""  # the tenant's segment salt (tenant_salts.py): its output segment is salted too
 
 
 def new_call_id() -> str:
@@ -59,17 +61,24 @@ def new_call_id() -> str:
 
 
 def call_ids(request: Request, body, settings: SessionApiSettings) -> tuple[str | None, str, str | None]:
-    """(session id, thread id, parent thread id) from the body or the headers, checked."""
+    """(session id, thread id, parent thread id) from the body or the headers, checked: by the
+    process table's own id rules (shared/protocol/ids.py), so the table never has to drop the
+    call's completion, and as one subject token (no '.', '*', '>' or whitespace)."""
     session_id = session_named(request, body, settings.session_id_opt_in)
     thread_id = body.thread_id or request.headers.get(THREAD_HEADER) or ROOT_THREAD
     parent = body.parent_thread_id or request.headers.get(PARENT_THREAD_HEADER) or None
     for name, value in (("thread_id", thread_id), ("parent_thread_id", parent)):
-        if value is not None:
-            try:
-                subjects.token(value)
-            except ValueError:
-                raise ApiError(400, f"{name} {value!r} may not contain '.', '*', '>' or spaces",
-                               code="invalid_value", param=name) from None
+        if value is None:
+            continue
+        problem = id_problem(value)
+        if problem is not None:
+            raise ApiError(400, f"{name} {problem}", code="invalid_value", param=name,
+                           headers={"x-should-retry": "false"})
+        try:
+            subjects.token(value)
+        except ValueError:
+            raise ApiError(400, f"{name} {value!r} may not contain '.', '*', '>' or spaces",
+                           code="invalid_value", param=name) from None
     return session_id, thread_id, parent
 
 
@@ -85,46 +94,46 @@ def _check_limits(prompt_tokens: int, max_tokens: int, settings: SessionApiSetti
 
 
 def prepare_chat(request: Request, body: ChatCompletionRequest, settings: SessionApiSettings,
-                 outputs: OutputIndex, tenant: str) -> PreparedCall:
+                 outputs: OutputIndex, tenant: str, prefix_salt: str = "") -> PreparedCall:
     ids = call_ids(request, body, settings)
-    segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs)
-    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings),
-                     request, body)
+    segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs, prefix_salt)
+    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings,
+                               prefix_salt), request, body)
 
 
 def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
-                       outputs: OutputIndex, tenant: str) -> PreparedCall:
+                       outputs: OutputIndex, tenant: str, prefix_salt: str = "") -> PreparedCall:
     ids = call_ids(request, body, settings)
     prompt = body.prompt
     if isinstance(prompt, str):
-        segments = segments_for_messages([("user", prompt)], outputs)
+        segments = segments_for_messages([("user", prompt)], outputs, prefix_salt)
     elif all(isinstance(p, int) for p in prompt):  # token ids: one token each
-        segments = ((content_segment_id("ids", ",".join(map(str, prompt))), len(prompt)),)
+        segments = ((content_segment_id("ids", ",".join(map(str, prompt)), prefix_salt), len(prompt)),)
     elif len(prompt) == 1:
-        segments = segments_for_messages([("user", str(prompt[0]))], outputs)
+        segments = segments_for_messages([("user", str(prompt[0]))], outputs, prefix_salt)
     else:
         raise ApiError(400, "only one prompt per request is served (a list of several strings was given)",
                        code="unsupported_value", param="prompt")
-    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings),
-                     request, body)
+    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings,
+                               prefix_salt), request, body)
 
 
 def _prepared(request: Request, tenant: str, ids: tuple[str | None, str, str | None], segments: tuple[Segment, ...],
-              requested_max: int | None, settings: SessionApiSettings) -> PreparedCall:
+              requested_max: int | None, settings: SessionApiSettings, prefix_salt: str = "") -> PreparedCall:
     max_tokens = requested_max or settings.default_max_tokens
     _check_limits(sum(n for _, n in segments), max_tokens, settings)
-    return new_prepared(request, tenant, ids, segments, max_tokens)
+    return new_prepared(request, tenant, ids, segments, max_tokens, prefix_salt=prefix_salt)
 
 
 def new_prepared(request: Request, tenant: str, ids: tuple[str | None, str, str | None],
                  segments: tuple[Segment, ...], max_tokens: int, openai_body: bytes = b"",
-                 endpoint: str = "") -> PreparedCall:
+                 endpoint: str = "", prefix_salt: str = "") -> PreparedCall:
     session_id, thread_id, parent = ids
     call_id = new_call_id()
     program_id = one_call_program_id(call_id) if session_id is None else program_id_for(tenant, session_id)
     return PreparedCall(call_id=call_id, session_id=session_id, program_id=program_id,
                         thread_id=thread_id, parent_thread_id=parent, prompt_tokens=sum(n for _, n in segments),
                         prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter(),
-                        openai_body=openai_body, endpoint=endpoint,
+                        openai_body=openai_body, endpoint=endpoint, prefix_salt=prefix_salt,
                         ends_session=session_id is not None and ends_session(request))
 

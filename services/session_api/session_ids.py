@@ -17,8 +17,10 @@ import re
 import uuid
 
 from services.session_api.errors import ApiError
+from shared.protocol.ids import MAX_ID_CHARS
 
-MAX_SESSION_ID_CHARS = 128
+MAX_SESSION_ID_CHARS = 128  # stricter than the table's ids (MAX_ID_CHARS): its program id is derived
+assert MAX_SESSION_ID_CHARS <= MAX_ID_CHARS
 CLIENT_PROGRAM_PREFIX = "c-"
 _ISSUED = re.compile(r"s-[0-9a-f]{32}")
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")

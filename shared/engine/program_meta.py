@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.core.program import ROOT_THREAD
+from shared.protocol.ids import MAX_ID_CHARS as _MAX_ID_CHARS
+from shared.protocol.ids import id_problem
 
 EXTRA_ARGS_KEY = "autellix"
 FLAT_PREFIX = "autellix_"
-_MAX_ID_CHARS = 256
 _STR_FIELDS = ("program_id", "thread_id", "call_id")
 _FLOAT_FIELDS = ("program_arrival_s", "oracle_remaining_s")
 _INT_FIELDS = ("seq",)
@@ -51,9 +52,9 @@ def program_meta_args(program_id: str, thread_id: str = ROOT_THREAD, **fields: A
 
 
 def _check_id(name: str, value: Any, request_id: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > _MAX_ID_CHARS:
+    if id_problem(value) is not None:
         raise ValueError(f"request {request_id}: extra_args[{EXTRA_ARGS_KEY!r}][{name!r}] must be a "
-                         f"non-empty string of at most {_MAX_ID_CHARS} characters, got {value!r}")
+                         f"non-empty string of at most {_MAX_ID_CHARS} characters without NUL, got {value!r}")
     return value
 
 
