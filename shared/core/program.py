@@ -2,6 +2,14 @@
 
 The process table applies these same transitions in PostgreSQL; the simulator and the engines
 keep them in memory. Every transition is idempotent by call id.
+
+Threads (ATLAS), one rule for every owner of a ledger (simulator, engines, process table): a
+thread forked from a thread the program has starts from that parent's service (`fork_thread`);
+any other new thread (no parent, or a parent the program does not have) starts from the
+program's current service S_p, a fork from the critical path, and `thread_service` of a thread
+not created yet already answers that S_p, so an owner that reads a new thread's service at
+submit gets the same base without forking. A client therefore cannot reset its program's
+service by naming fresh thread ids: a new thread continues the program's longest one.
 """
 
 from __future__ import annotations
@@ -34,14 +42,16 @@ class ProgramLedger:
     epoch: int = 0
 
     def thread_service(self, thread_id: str) -> float:
-        return self.thread_service_s.get(thread_id, 0.0)
+        """s_T; for a thread the program does not have yet, the S_p it would start from (`fork_thread`)."""
+        return self.thread_service_s.get(thread_id, self.service_s)
 
     def fork_thread(self, thread_id: str, parent_thread_id: str | None) -> None:
-        """A forked thread starts from its parent's service at the fork (ATLAS)."""
+        """Create `thread_id` if it is new: from its parent's service when the parent is one of the
+        program's threads, else from the program's service (the critical path). No-op for a known thread."""
         if thread_id in self.thread_service_s:
             return
-        parent = parent_thread_id if parent_thread_id is not None else ROOT_THREAD
-        self.thread_service_s[thread_id] = self.thread_service(parent)
+        parent_service = self.thread_service_s.get(parent_thread_id) if parent_thread_id is not None else None
+        self.thread_service_s[thread_id] = self.service_s if parent_service is None else parent_service
 
     def complete_call(
         self,

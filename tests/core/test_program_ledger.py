@@ -14,6 +14,7 @@ calls = st.lists(
 
 def _replay(events, aggregation):
     ledger = ProgramLedger("p")
+    ledger.fork_thread("main", None)  # every thread exists from the start, at 0
     for t in ("t1", "t2", "t3"):
         ledger.fork_thread(t, "main")
     for i, (thread, service, wait) in enumerate(events):
