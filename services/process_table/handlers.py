@@ -78,6 +78,7 @@ class ProcessTableService:
         self._stopping = False
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)
         self.num_rejected_completions = 0
+        self.num_expired_lookups = 0  # lookups that arrived after their caller's deadline
         self.num_batches = 0
         self.batch_events_total = 0
         self.db_s_total = 0.0  # time inside the apply transaction, retries included
@@ -259,8 +260,11 @@ class ProcessTableService:
             await self.bus.publish_event(closed)
         return closed
 
-    async def on_lookup(self, incoming: Incoming) -> m.SessionInfo | m.ErrorReply:
+    async def on_lookup(self, incoming: Incoming) -> m.SessionInfo | m.ErrorReply | None:
         msg: m.LookupSession = incoming.body
+        if msg.deadline_ns and time.time_ns() > msg.deadline_ns:
+            self.num_expired_lookups += 1
+            return None  # its caller has given up (it waited in line here): no read, no reply
 
         async def read(conn: AsyncConnection) -> ProgramView:
             return await sessions.lookup(conn, msg.session_id)

@@ -29,7 +29,10 @@ from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
 from services.session_api.session_ids import checked, is_issued, new_issued_id, program_id_for
+from services.session_api.session_lookups import SessionLookups
+from services.session_api.session_threads import SessionThreads
 from services.session_api.settings import SessionApiSettings
+from services.session_api.tenant_salts import TenantSalts
 from services.session_api.tokens import OutputIndex
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
@@ -219,6 +222,9 @@ class Gateway:
         self.completed_calls = SessionCallCounts()  # the ATLAS base's freshness check (call_counts.py)
         self.models = ServedModels()  # what the live engines serve (their heartbeats)
         self.tokenizers = ModelTokenizers()  # real models' own tokenizers
+        self.session_lookups = SessionLookups(settings.session_cache_ttl_s)  # shared, briefly cached
+        self.session_threads = SessionThreads(settings.max_threads_per_session)
+        self.salts = TenantSalts.from_settings(settings.cache_salt_key, settings.autellix_api_keys)
         self._engine_seen_s: dict[str, float] = {}
         self._engine_started_ns: dict[str, int] = {}
         self._hb_sub: Subscription | None = None
@@ -309,10 +315,16 @@ class Gateway:
             session_id=program_id_for(tenant, session_id), tenant=tenant, name=name, workload_class=workload_class),
             session_id)
 
-    async def session_info(self, tenant: str, session_id: str) -> m.SessionInfo:
+    async def session_info(self, tenant: str, session_id: str, cached_ok: bool = False) -> m.SessionInfo:
+        """The table's view; `cached_ok`: an open session's view up to SESSION_CACHE_TTL_S old will do."""
         program_id = program_id_for(tenant, checked(session_id, "session_id"))
-        return await self._session_request(subjects.session_lookup(),
-                                           m.LookupSession(session_id=program_id, tenant=tenant), session_id)
+
+        def fetch():
+            timeout_s = self.settings.nats_request_timeout_s
+            return self._session_request(subjects.session_lookup(), m.LookupSession(
+                session_id=program_id, tenant=tenant, deadline_ns=time.time_ns() + int(timeout_s * 1e9)), session_id)
+        # keyed by tenant too: an issued id is its own program id, and another tenant's must look absent
+        return await self.session_lookups.lookup(f"{tenant}\0{program_id}", fetch, cached_ok)
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
         return _view(await self.session_info(tenant, session_id), session_id)
@@ -323,6 +335,8 @@ class Gateway:
         await self._session_request(subjects.session_close(), m.CloseSession(session_id=program_id, tenant=tenant),
                                     session_id)
         self.completed_calls.forget(program_id)
+        self.session_lookups.forget(f"{tenant}\0{program_id}")
+        self.session_threads.forget(program_id)
         return await self.lookup_session(tenant, session_id)
 
     async def _close_after_final_call(self, tenant: str, session_id: str) -> None:
@@ -387,24 +401,29 @@ class Gateway:
             self.limits.release(tenant, limit_key)
             raise
 
-    async def _session_for_call(self, tenant: str, session_id: str) -> tuple[str | None, int]:
-        """(primary engine, opened at) of the call's open session; a client's id opens it on first use."""
+    async def _session_for_call(self, tenant: str, call: PreparedCall) -> tuple[str | None, int]:
+        """(primary engine, opened at) of the call's open session; a client's id opens it on first use.
+        The call's thread and parent are admitted against the session's threads (session_threads.py)."""
+        session_id = call.session_id
         try:
-            info = await self.session_info(tenant, session_id)
+            info = await self.session_info(tenant, session_id, cached_ok=True)
         except ApiError as exc:
             if exc.status != 404 or is_issued(session_id):
                 raise
             opened = await self._open(tenant, session_id)  # 409 if it was closed meanwhile
+            self.session_threads.admit(call.program_id, (), call.thread_id, call.parent_thread_id, session_id)
             return None, opened.opened_at_ns
         if info.state != "open":
             raise session_ended(session_id)
+        self.session_threads.admit(call.program_id, info.thread_service_s, call.thread_id, call.parent_thread_id,
+                                   session_id)
         return info.primary_engine, info.opened_at_ns
 
     async def _start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
         primary_engine = None
         program_started_at_ns = time.time_ns()
         if call.session_id is not None:
-            primary_engine, opened_at_ns = await self._session_for_call(tenant, call.session_id)
+            primary_engine, opened_at_ns = await self._session_for_call(tenant, call)
             program_started_at_ns = opened_at_ns or program_started_at_ns
         queue: asyncio.Queue = asyncio.Queue()
         reply_subject = self.token_subject(call.call_id)

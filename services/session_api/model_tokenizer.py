@@ -20,11 +20,12 @@ INLINE_CHARS = 8_192  # shorter prompts are tokenized on the loop (well under a 
 PREFIX_BLOCK_TOKENS = 256  # one prefix segment per this many tokens (chained hashes)
 
 
-def token_segments(token_ids: Sequence[int], block: int = PREFIX_BLOCK_TOKENS) -> tuple[Segment, ...]:
+def token_segments(token_ids: Sequence[int], block: int = PREFIX_BLOCK_TOKENS, salt: str = "") -> tuple[Segment, ...]:
     """Prefix identity of a prompt: chained hashes of its token blocks, so two prompts share their
-    first k segments exactly when they share their first k blocks of tokens."""
+    first k segments exactly when they share their first k blocks of tokens and the salt (the
+    tenant's, `tenant_salts.py`: two tenants' prompts never share a segment)."""
     segments: list[Segment] = []
-    digest = b""
+    digest = salt.encode()
     for start in range(0, len(token_ids), block):
         piece = token_ids[start:start + block]
         digest = hashlib.blake2b(digest + b",".join(str(t).encode() for t in piece), digest_size=12).digest()

@@ -4,6 +4,10 @@ The request travels whole, as the client sent it, minus Autellix's own fields (s
 tool hints); vLLM's OpenAI layer answers it. Here it is only measured with the model's own
 tokenizer and chat template (prompt tokens for the context check and the router's load, prefix
 segments for KV locality) and refused early where retrying cannot help.
+
+Prefix-cache identity is per tenant (`tenant_salts.py`): vLLM gets `cache_salt` set from the
+tenant, a client's own `cache_salt` overridden (folded into the tenant's, never passed as is),
+and the prefix segments are salted the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from services.session_api.model_tokenizer import ModelTokenizers, token_segments
 from services.session_api.schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 from services.session_api.served_models import ServedModel
 from services.session_api.settings import SessionApiSettings
+from services.session_api.tenant_salts import TenantSalts
 from services.session_api.tool_hints import with_hint
 from shared.engine.program_meta import FLAT_PREFIX
 
@@ -33,8 +38,10 @@ def _no_retry(status: int, message: str, code: str, param: str | None) -> ApiErr
     return ApiError(status, message, "invalid_request_error", code, param, headers={"x-should-retry": "false"})
 
 
-def _forwarded(body) -> bytes:
+def _forwarded(body, cache_salt: str) -> bytes:
+    """The request vLLM answers: the client's, minus Autellix's fields, with the tenant's cache salt."""
     fields = body.model_dump(exclude_unset=True, exclude=OWN_FIELDS, mode="json")
+    fields["cache_salt"] = cache_salt
     if fields.get("priority") not in (None, 0):
         raise _no_retry(400, "'priority' is decided by the program's attained service (program-level MLFQ); "
                         "a client priority is not accepted", "unsupported_parameter", "priority")
@@ -83,9 +90,9 @@ async def _prompt_ids(body, endpoint: str, served: ServedModel, tokenizers: Mode
 
 async def prepare_real(request: Request, body: ChatCompletionRequest | CompletionRequest | ResponsesRequest,
                        endpoint: str, served: ServedModel, settings: SessionApiSettings,
-                       tokenizers: ModelTokenizers, tenant: str) -> PreparedCall:
+                       tokenizers: ModelTokenizers, tenant: str, salts: TenantSalts) -> PreparedCall:
     names = call_ids(request, body, settings)
-    forwarded = _forwarded(body)
+    forwarded = _forwarded(body, salts.salt_for(tenant, (body.model_extra or {}).get("cache_salt")))
     prompt_ids = await _prompt_ids(body, endpoint, served, tokenizers)
     requested = body.requested_output_tokens()
     if not prompt_ids:
@@ -99,6 +106,7 @@ async def prepare_real(request: Request, body: ChatCompletionRequest | Completio
                         "max_tokens_too_large", "max_tokens")
     # the router's load estimate when the client sets no limit (vLLM then stops at EOS or the context)
     max_tokens = requested or settings.default_max_tokens
-    prepared = new_prepared(request, tenant, names, token_segments(prompt_ids), max_tokens,
-                            openai_body=forwarded, endpoint=endpoint)
+    salt = salts.segment_salt(tenant)
+    prepared = new_prepared(request, tenant, names, token_segments(prompt_ids, salt=salt), max_tokens,
+                            openai_body=forwarded, endpoint=endpoint, prefix_salt=salt)
     return with_hint(prepared, request, body)

@@ -26,6 +26,21 @@ class SessionApiSettings(MeshSettings):
     max_concurrent_calls_per_tenant: int = Field(default=4096, ge=1)
     max_requests_per_s_per_tenant: float = Field(default=0.0, ge=0)  # 0: no rate limit
     request_burst_per_tenant: int = Field(default=1000, ge=1)
+    # HTTP limits (request_guard.py, http_protocol.py). The body cap stays under the NATS payload
+    # limit (8 MiB, shared/runtime/nats_server.py): a real model's request travels whole inside
+    # its RouteCall, so a bigger body could be read but never placed
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=8 * 1024 * 1024)
+    max_json_depth: int = Field(default=64, ge=4)
+    http_header_timeout_s: float = Field(default=10.0, gt=0)  # connection open -> headers complete
+    http_body_timeout_s: float = Field(default=30.0, gt=0)  # headers complete -> body complete
+    http_keep_alive_s: float = Field(default=5.0, gt=0)  # an idle connection closes after this
+    max_connections: int = Field(default=0, ge=0)  # uvicorn limit_concurrency (503 beyond it); 0: none
+    # prefix-cache salts per tenant (tenant_salts.py); empty: derived from AUTELLIX_API_KEYS
+    cache_salt_key: str = ""
+    # a session's threads (session_threads.py): a new thread beyond this is a 400 too_many_threads
+    max_threads_per_session: int = Field(default=256, ge=1)
+    # a call reuses an open session's lookup this long (session_lookups.py); 0: ask the table every call
+    session_cache_ttl_s: float = Field(default=1.0, ge=0)
     # a call whose engine died before the client saw a token is placed again, up to this many times
     max_redispatches: int = Field(default=2, ge=0)
     # body fields that may also name a call's session when no session header or field does, a

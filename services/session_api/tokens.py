@@ -13,7 +13,8 @@ charged the same tokens the engine generated.
 Segments: every message becomes one KV segment `(id, tokens)` whose id hashes its role and
 content, so two calls whose histories start with the same messages share a prefix on the engine.
 An assistant message that is a response this API produced maps back to the engine's own output
-segment (`out:<call id>`), which the engine has already cached.
+segment (`out:<call id>`), which the engine has already cached. Ids hash the tenant's salt in
+(`tenant_salts.py`), so two tenants' segments never match and neither can probe the other's cache.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def filler_text(num_tokens: int, seed: str) -> str:
     return "".join(rng.choice(_PIECES) for _ in range(num_tokens))
 
 
-def content_segment_id(role: str, content: str) -> str:
-    digest = hashlib.blake2b(f"{role}\0{content}".encode(), digest_size=12).hexdigest()
+def content_segment_id(role: str, content: str, salt: str = "") -> str:
+    key = f"{salt}\0{role}\0{content}" if salt else f"{role}\0{content}"
+    digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
     return f"msg:{digest}"
 
 
@@ -67,15 +69,15 @@ class OutputIndex:
         self._capacity = capacity
         self._by_segment: OrderedDict[str, str] = OrderedDict()
 
-    def remember(self, response_text: str, call_id: str) -> None:
-        key = content_segment_id("assistant", response_text)
+    def remember(self, response_text: str, call_id: str, salt: str = "") -> None:
+        key = content_segment_id("assistant", response_text, salt)
         self._by_segment[key] = call_id
         self._by_segment.move_to_end(key)
         while len(self._by_segment) > self._capacity:
             self._by_segment.popitem(last=False)
 
-    def segment_for(self, role: str, content: str) -> Segment:
-        seg_id = content_segment_id(role, content)
+    def segment_for(self, role: str, content: str, salt: str = "") -> Segment:
+        seg_id = content_segment_id(role, content, salt)
         if role == "assistant":
             call_id = self._by_segment.get(seg_id)
             if call_id is not None:
@@ -83,6 +85,7 @@ class OutputIndex:
         return (seg_id, estimate_tokens(content))
 
 
-def segments_for_messages(messages: list[tuple[str, str]], outputs: OutputIndex) -> tuple[Segment, ...]:
-    """(role, content) pairs -> KV segments; empty messages take no tokens and are dropped."""
-    return tuple(outputs.segment_for(role, content) for role, content in messages if content)
+def segments_for_messages(messages: list[tuple[str, str]], outputs: OutputIndex,
+                          salt: str = "") -> tuple[Segment, ...]:
+    """(role, content) pairs -> KV segments (salted per tenant); empty messages take no tokens and are dropped."""
+    return tuple(outputs.segment_for(role, content, salt) for role, content in messages if content)

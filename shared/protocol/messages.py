@@ -54,6 +54,7 @@ class LookupSession:
     TYPE: ClassVar[str]
     session_id: str
     tenant: str
+    deadline_ns: int = 0  # unix time the asker gives up at: the table skips a lookup past it (0: none)
 
 
 @message("session.opened")

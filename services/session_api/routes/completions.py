@@ -55,7 +55,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     if served.real:
         return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
     refuse_unhonoured(body, served.backend)
-    prepared = prepare_chat(request, body, settings, gateway.outputs, tenant.name)
+    prepared = prepare_chat(request, body, settings, gateway.outputs, tenant.name,
+                            gateway.salts.segment_salt(tenant.name))
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     created = int(time.time())
@@ -83,7 +84,8 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
     if served.real:
         return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
     refuse_unhonoured(body, served.backend)
-    prepared = prepare_completion(request, body, settings, gateway.outputs, tenant.name)
+    prepared = prepare_completion(request, body, settings, gateway.outputs, tenant.name,
+                                  gateway.salts.segment_salt(tenant.name))
     stream = await gateway.start_call(tenant.name, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     created = int(time.time())
@@ -137,7 +139,7 @@ async def _collect(stream: CallStream, prepared: PreparedCall, gateway, endpoint
 
 
 def _finished(prepared: PreparedCall, stream: CallStream, text: str, gateway, endpoint: str) -> None:
-    gateway.outputs.remember(text, prepared.call_id)
+    gateway.outputs.remember(text, prepared.call_id, prepared.prefix_salt)
     metrics.CALLS.labels(endpoint, "ok").inc()
     metrics.PROMPT_TOKENS.inc(prepared.prompt_tokens)
     metrics.OUTPUT_TOKENS.inc(stream.output_tokens)

@@ -57,7 +57,8 @@ def _headers(prepared) -> dict[str, str]:
 async def serve(request: Request, body, endpoint: str, served: ServedModel, tenant: str, gateway: Gateway,
                 settings: SessionApiSettings) -> Response:
     label = _ENDPOINT_LABELS[endpoint]
-    prepared = await prepare_real(request, body, endpoint, served, settings, gateway.tokenizers, tenant)
+    prepared = await prepare_real(request, body, endpoint, served, settings, gateway.tokenizers, tenant,
+                                  gateway.salts)
     stream = await gateway.start_call(tenant, prepared, body.model)
     recovery.configure(stream, request, body.stream)
     pieces = stream.__aiter__()
