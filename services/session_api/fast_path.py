@@ -21,6 +21,7 @@ from starlette.requests import Request
 
 from services.session_api.deps import current_tenant
 from services.session_api.errors import ApiError, api_error_response
+from services.session_api.request_guard import PARSED_JSON
 from services.session_api.routes import completions
 from services.session_api.schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 
@@ -86,7 +87,8 @@ class FastCompletions:
         request = Request(scope, receive)
         try:
             tenant = await current_tenant(request)
-            body = model.model_validate(json.loads(raw))
+            parsed = scope[PARSED_JSON] if PARSED_JSON in scope else json.loads(raw)  # request_guard.py
+            body = model.model_validate(parsed)
         except (ApiError, ValueError, ValidationError):  # json.JSONDecodeError is a ValueError
             return False
         state = scope["app"].state

@@ -6,7 +6,11 @@ socket (on loopback the receiving side's TCP work runs inside it too), measured 
 of the API's CPU per call with its NATS writes. Here the head is held until the body's first
 write, which a plain response sends in the same step; a streamed response's head never waits
 past the current event-loop iteration. The bytes on the wire are the same; only their packets
-change. Used by `run()` (`uvicorn.run(..., http=OneWriteHttpProtocol)`).
+change. Used by `run()` (`uvicorn.run(..., http=with_header_deadline(...))`).
+
+`with_header_deadline(s)` adds a slow-header (slowloris) bound: a connection whose request head is
+not complete within s seconds of the connection opening, or of the request's first byte, is
+closed. The body's own deadline is request_guard.py's; idle keep-alive is uvicorn's.
 """
 
 from __future__ import annotations
@@ -58,3 +62,43 @@ class OneWriteHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and not isinstance(cycle.transport, _HeadHeld):
             cycle.transport = _HeadHeld(cycle.transport)
+
+
+class _HeaderDeadlineProtocol(OneWriteHttpProtocol):
+    header_timeout_s = 10.0
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._arm_head_deadline()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._head_deadline is None:
+            self._arm_head_deadline()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_head_deadline()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def _arm_head_deadline(self) -> None:
+        self._head_deadline = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def with_header_deadline(header_timeout_s: float) -> type[OneWriteHttpProtocol]:
+    """`OneWriteHttpProtocol` that closes a connection whose request head is slower than this."""
+    return type("OneWriteHttpProtocolWithDeadline", (_HeaderDeadlineProtocol,), {"header_timeout_s": header_timeout_s})

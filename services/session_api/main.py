@@ -14,8 +14,9 @@ from services.session_api.auth import KeyStore
 from services.session_api.errors import install_error_handlers
 from services.session_api.fast_path import FastCompletions
 from services.session_api.gateway import Gateway
-from services.session_api.http_protocol import OneWriteHttpProtocol
+from services.session_api.http_protocol import with_header_deadline
 from services.session_api.metrics import RequestMetrics
+from services.session_api.request_guard import RequestGuard
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
 from shared.logging import configure_logging, get_logger
@@ -58,10 +59,21 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
     app.state.keys = keys or load_keys(settings)
     install_error_handlers(app)
     app.add_middleware(FastCompletions)  # the completion routes' hot path (fast_path.py)
+    # outermost: auth, size, time and JSON checks before any route reads the body (request_guard.py)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_request_bytes,
+                       max_json_depth=settings.max_json_depth, body_timeout_s=settings.http_body_timeout_s)
     app.add_middleware(RequestMetrics)  # outermost: it sees every answer's status
     for module in (sessions, completions, models, health):
         app.include_router(module.router)
     return app
+
+
+def uvicorn_options(settings: SessionApiSettings) -> dict:
+    """How uvicorn serves the app: one write per small answer, and bounded connections (idle
+    keep-alive, a header deadline, optionally how many at once)."""
+    return {"http": with_header_deadline(settings.http_header_timeout_s),
+            "timeout_keep_alive": settings.http_keep_alive_s,
+            "limit_concurrency": settings.max_connections or None}
 
 
 def run() -> int:
@@ -73,6 +85,6 @@ def run() -> int:
     # come after more allocations
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD)
-    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", http=OneWriteHttpProtocol,
-                access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=5, **uvicorn_options(settings))
     return 0

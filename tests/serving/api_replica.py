@@ -11,8 +11,7 @@ import httpx
 import uvicorn
 
 from services.session_api.auth import KeyStore
-from services.session_api.http_protocol import OneWriteHttpProtocol
-from services.session_api.main import create_app
+from services.session_api.main import create_app, uvicorn_options
 from services.session_api.settings import SessionApiSettings
 from shared.runtime.ports import free_port
 from tests.serving.stack import TENANT_KEYS, Stack
@@ -25,7 +24,7 @@ async def api_replica(stack: Stack, **settings):
     config = SessionApiSettings(nats_url=stack.nats_url, api_port=port, engine_ttl_s=1.5, **settings)
     keys = KeyStore.parse(",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items()))
     server = uvicorn.Server(uvicorn.Config(create_app(config, keys), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on", http=OneWriteHttpProtocol))
+                                           log_level="warning", lifespan="on", **uvicorn_options(config)))
     task = asyncio.create_task(server.serve())
     base_url = f"http://127.0.0.1:{port}"
     try:
