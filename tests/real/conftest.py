@@ -24,6 +24,7 @@ from tests.vllm.needs_vllm import require_vllm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "sk-real-0123456789"
+OTHER_API_KEY = "sk-other-0123456789"  # a second tenant (tenant-salted prefix cache)
 STARTUP_S = 400
 
 
@@ -84,7 +85,7 @@ def real_engines():
     state = Path(tempfile.mkdtemp(prefix="autellix-real-", dir="/tmp"))
     model_dir = make_tiny_model(state / "tiny-model")  # `--model tiny` finds it there
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
-    env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+    env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY},other:{OTHER_API_KEY}", "HF_HUB_OFFLINE": "1"}
     mesh_port, direct_port = _free_port(), _free_port()
     mesh_log, direct_log = state / "up.log", state / "direct.log"
     mesh = subprocess.Popen(
@@ -136,7 +137,7 @@ def upstream_mesh(real_engines):
     direct = real_engines[1]
     state = Path(tempfile.mkdtemp(prefix="autellix-upstream-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
-    env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+    env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY},other:{OTHER_API_KEY}", "HF_HUB_OFFLINE": "1"}
     endpoint = _start_mesh(state, env, "--upstream", direct.base_url)
     try:
         yield endpoint
