@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
@@ -36,6 +36,11 @@ from shared.engine.upstream_accounting import (
 )
 from shared.logging import get_logger
 from shared.protocol import messages as m
+
+# aiohttp, not httpx: its C parser hands over whatever the socket holds at once, where httpx (h11)
+# parsed each server-sent event as its own chunk at about 1 ms of CPU apiece (py-spy, 2 cores):
+# under load the agent fell behind and read whole answers late, in one burst
+_LOST = (aiohttp.ClientError, TimeoutError)
 
 RESPONSES = "/v1/responses"
 CONNECT_TIMEOUT_S = 5.0
@@ -60,7 +65,7 @@ class _Observed:
     sent_s: float
     thread_service_s: float
     epoch: int
-    first_piece_s: float | None = None
+    started: bool = False  # some of the answer arrived
     usage: dict | None = None
     ok: bool = False
 
@@ -75,7 +80,7 @@ def _usage_of(event: dict) -> dict | None:
 
 
 class UpstreamServing:
-    def __init__(self, base_url: str, http: httpx.AsyncClient, policy: SchedulingPolicy,
+    def __init__(self, base_url: str, http: aiohttp.ClientSession, policy: SchedulingPolicy,
                  directory: CachedProgramDirectory, model: dict, tokenizer: str) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = http
@@ -96,27 +101,28 @@ class UpstreamServing:
                       wait_s: float = 600.0) -> UpstreamServing:
         """Wait for the upstream's `/v1/models` (it may still be starting) and learn its model."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(
-            read_timeout_s, connect=CONNECT_TIMEOUT_S, write=30.0, pool=CONNECT_TIMEOUT_S),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        http = aiohttp.ClientSession(
+            headers=headers, connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_read=read_timeout_s))
         log = get_logger(upstream=base_url)
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                resp = await http.get(f"{base_url.rstrip('/')}/v1/models", timeout=SCRAPE_TIMEOUT_S)
-                resp.raise_for_status()
-                models = resp.json()["data"]
+                async with http.get(f"{base_url.rstrip('/')}/v1/models",
+                                    timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)) as resp:
+                    resp.raise_for_status()
+                    models = (await resp.json(content_type=None))["data"]
                 break
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
+            except (*_LOST, ValueError, KeyError, TypeError) as exc:
                 if time.monotonic() > deadline:
-                    await http.aclose()
+                    await http.close()
                     raise RuntimeError(f"upstream {base_url} did not answer /v1/models in {wait_s:.0f} s: "
                                        f"{exc}") from None
                 log.info("upstream_not_ready", error=str(exc))
                 await asyncio.sleep(2.0)
         chosen = [d for d in models if not model_name or d.get("id") == model_name]
         if not chosen:
-            await http.aclose()
+            await http.close()
             raise RuntimeError(f"upstream {base_url} serves {[d.get('id') for d in models]}, not {model_name!r}")
         serving = cls(base_url, http, policy, directory, chosen[0], tokenizer)
         await serving.scrape()
@@ -148,16 +154,16 @@ class UpstreamServing:
         body, hide_usage, seen = self._request(route)
         answered = False
         try:
-            async with self._http.stream("POST", self.base_url + route.endpoint, content=body,
-                                         headers={"Content-Type": "application/json"}) as resp:
-                status, ctype = resp.status_code, resp.headers.get("content-type", "")
+            async with self._http.post(self.base_url + route.endpoint, data=body,
+                                       headers={"Content-Type": "application/json"}) as resp:
+                status, ctype = resp.status, resp.headers.get("Content-Type", "")
                 if status == 200 and ctype.startswith("text/event-stream"):
                     async for piece in self._events(resp, hide_usage, seen):
                         answered = True
                         yield status, ctype, piece
                     seen.ok = True
                     return
-                raw = await resp.aread()
+                raw = await resp.read()
                 if status == 200:
                     try:
                         seen.usage = _usage_of(json.loads(raw))
@@ -168,7 +174,7 @@ class UpstreamServing:
                     seen.ok = True
                 answered = True
                 yield status, ctype, raw
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except _LOST as exc:
             if answered:
                 raise UpstreamLost(f"upstream {self.base_url} stopped mid-answer: {exc!r}") from None
             yield _error(503, f"upstream {self.base_url} unavailable ({type(exc).__name__}); retry the request",
@@ -176,13 +182,13 @@ class UpstreamServing:
         finally:
             self._record(route, seen)
 
-    async def _events(self, resp: httpx.Response, hide_usage: bool, seen: _Observed) -> AsyncIterator[bytes]:
+    async def _events(self, resp: aiohttp.ClientResponse, hide_usage: bool,
+                      seen: _Observed) -> AsyncIterator[bytes]:
         """Whole server-sent events as they arrive (several at once when they queued up), the
         usage event held back when the client did not ask for it."""
         buffer = b""
-        async for data in resp.aiter_bytes():
-            if seen.first_piece_s is None:
-                seen.first_piece_s = time.monotonic()
+        async for data in resp.content.iter_any():
+            seen.started = True
             buffer += data
             end = buffer.rfind(b"\n\n")
             if end < 0:
@@ -216,17 +222,19 @@ class UpstreamServing:
         return b"".join(kept)
 
     def _record(self, route: m.RouteCall, seen: _Observed) -> None:
-        if not seen.ok and seen.first_piece_s is None:
+        if not seen.ok and not seen.started:
             return  # refused or never reached: charged nothing (the agent closes it without a record)
-        now = time.monotonic()
-        first = None if seen.first_piece_s is None else seen.first_piece_s - seen.sent_s
-        estimate = estimate_service(now - seen.sent_s, first, self._means)
         usage = seen.usage or {}
+        output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+        e2e_s = time.monotonic() - seen.sent_s
+        estimate = estimate_service(e2e_s, None if output_tokens is None else int(output_tokens), self._means)
+        self.log.debug("upstream_call_observed", call_id=route.call_id, e2e_s=round(e2e_s, 4),
+                       output_tokens=output_tokens, service_s=round(estimate.service_s, 4))
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
         self._finished.append({
             "call_id": route.call_id, "service_s": estimate.service_s, "wait_s": estimate.wait_s,
             "preemptions": 0, "prompt_tokens": int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0),
-            "output_tokens": int(usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0),
+            "output_tokens": int(output_tokens or 0),
             "prefix_hit_tokens": int(details.get("cached_tokens") or 0), "recomputed_tokens": 0,
             "thread_service_at_submit_s": seen.thread_service_s, "submit_epoch": seen.epoch,
             "finish_reason": "stop" if seen.ok else "abort", "aborted": not seen.ok})
@@ -235,10 +243,11 @@ class UpstreamServing:
     # --- load and records ------------------------------------------------------------------------
     async def scrape(self) -> None:
         try:
-            resp = await self._http.get(f"{self.base_url}/metrics", timeout=SCRAPE_TIMEOUT_S)
-            resp.raise_for_status()
-            metrics = parse_metrics(resp.text)
-        except httpx.HTTPError as exc:
+            async with self._http.get(f"{self.base_url}/metrics",
+                                      timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)) as resp:
+                resp.raise_for_status()
+                metrics = parse_metrics(await resp.text())
+        except _LOST as exc:
             if self.healthy:
                 self.log.warning("upstream_metrics_unreadable", error=str(exc))
             return
@@ -257,4 +266,4 @@ class UpstreamServing:
                 "kv_use": metrics.kv_use, "load": None}
 
     async def stop(self) -> None:
-        await self._http.aclose()
+        await self._http.close()

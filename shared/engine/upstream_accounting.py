@@ -8,13 +8,13 @@ vLLM's priority scheduler serves lower values first; the value is fixed for the 
 a call is never demoted while it runs, as it is inside our scheduler.
 
 Service: our in-engine measure charges a call each engine step it spends in the batch, from its
-admission (prefill) to its end. From outside, the agent sees the call's end-to-end time E and, for a
-stream, the time F of the first piece (vLLM writes nothing before the first token), and vLLM's
-/metrics give the mean prefill time and mean queue time of the requests that finished in the last
-scrape window. So:
-  stream:     wait = F - min(prefill_mean, F),   service = E - wait
-  non-stream: wait = min(queue_mean, E),          service = E - wait
-A preemption inside vLLM is counted as service (the agent cannot see it).
+admission (prefill) to its end. From outside, the agent knows the call's end-to-end time E and its
+output tokens (usage), and vLLM's /metrics give, over the last scrape window, the mean prefill time
+per request and the mean decode time per generated token (of the requests that finished):
+  service = min(prefill_mean + output_tokens x decode_per_token, E),   wait = E - service
+A call without usage (refused, aborted) is charged E less the window's mean queue time.
+Timing the answer's pieces instead was tried and dropped: on a loaded machine whole answers reach
+the agent in one burst after the engine produced them, which made a stream look all wait.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ _GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": 
            "vllm:kv_cache_usage_perc": "kv_use"}
 _COUNTERS = {"vllm:request_prefill_time_seconds_sum": "prefill_sum",
              "vllm:request_prefill_time_seconds_count": "prefill_count",
+             "vllm:request_decode_time_seconds_sum": "decode_sum",
+             "vllm:request_generation_tokens_sum": "generation_tokens",  # of finished requests, as decode_sum
              "vllm:request_queue_time_seconds_sum": "queue_sum",
              "vllm:request_queue_time_seconds_count": "queue_count"}
 
@@ -48,6 +50,8 @@ class UpstreamMetrics:
     kv_use: float = 0.0  # fraction of the KV cache in use
     prefill_sum: float = 0.0  # cumulative: seconds and requests
     prefill_count: float = 0.0
+    decode_sum: float = 0.0
+    generation_tokens: float = 0.0
     queue_sum: float = 0.0
     queue_count: float = 0.0
 
@@ -76,21 +80,24 @@ def parse_metrics(text: str) -> UpstreamMetrics:
 
 @dataclass(frozen=True)
 class PhaseMeans:
-    """Mean prefill and queue time of the requests finished between two scrapes."""
+    """Mean prefill and queue time, and decode time per generated token, of the requests finished
+    between two scrapes."""
 
     prefill_s: float = 0.0
     queue_s: float = 0.0
+    decode_s_per_token: float = 0.0
 
 
 def window_means(before: UpstreamMetrics, after: UpstreamMetrics, last: PhaseMeans) -> PhaseMeans:
-    """Means over the window; a phase with no finished request keeps its last mean (a restarted
-    upstream, whose counters went back, too)."""
+    """Means over the window; a phase with no finished request (or no time in it) keeps its last
+    mean, as does a restarted upstream (its counters went back)."""
     def mean(total: str, count: str, previous: float) -> float:
         n = getattr(after, count) - getattr(before, count)
         s = getattr(after, total) - getattr(before, total)
-        return s / n if n > 0 and s >= 0 else previous
+        return s / n if n > 0 and s > 0 else previous
     return PhaseMeans(prefill_s=mean("prefill_sum", "prefill_count", last.prefill_s),
-                      queue_s=mean("queue_sum", "queue_count", last.queue_s))
+                      queue_s=mean("queue_sum", "queue_count", last.queue_s),
+                      decode_s_per_token=mean("decode_sum", "generation_tokens", last.decode_s_per_token))
 
 
 @dataclass(frozen=True)
@@ -99,12 +106,11 @@ class ServiceEstimate:
     wait_s: float
 
 
-def estimate_service(e2e_s: float, first_piece_s: float | None, means: PhaseMeans) -> ServiceEstimate:
-    """A call's service and wait from its observed times (see the module docstring)."""
+def estimate_service(e2e_s: float, output_tokens: int | None, means: PhaseMeans) -> ServiceEstimate:
+    """A call's service and wait from its time and tokens (see the module docstring)."""
     e2e_s = max(e2e_s, 0.0)
-    if first_piece_s is not None:
-        first = min(max(first_piece_s, 0.0), e2e_s)
-        wait = first - min(means.prefill_s, first)
+    if output_tokens is None:
+        service = e2e_s - min(means.queue_s, e2e_s)
     else:
-        wait = min(means.queue_s, e2e_s)
-    return ServiceEstimate(service_s=e2e_s - wait, wait_s=wait)
+        service = min(means.prefill_s + max(output_tokens, 0) * means.decode_s_per_token, e2e_s)
+    return ServiceEstimate(service_s=service, wait_s=e2e_s - service)

@@ -28,6 +28,9 @@ vllm:request_prefill_time_seconds_count{engine="0",model_name="tiny"} 10.0
 vllm:request_prefill_time_seconds_sum{engine="0",model_name="tiny"} 0.5
 vllm:request_queue_time_seconds_count{engine="0",model_name="tiny"} 10.0
 vllm:request_queue_time_seconds_sum{engine="0",model_name="tiny"} 2.0
+vllm:request_decode_time_seconds_sum{engine="0",model_name="tiny"} 3.0
+vllm:request_generation_tokens_sum{engine="0",model_name="tiny"} 300.0
+vllm:generation_tokens_total{engine="0",model_name="tiny"} 999.0
 vllm:num_requests_running 1
 python_gc_objects_collected_total{generation="0"} 123.0
 """
@@ -37,6 +40,7 @@ def test_metrics_are_read_and_summed_over_label_sets():
     got = parse_metrics(METRICS)
     assert (got.running, got.waiting, got.kv_use) == (4, 5, 0.25)
     assert (got.prefill_sum, got.prefill_count, got.queue_sum, got.queue_count) == (0.5, 10.0, 2.0, 10.0)
+    assert (got.decode_sum, got.generation_tokens) == (3.0, 300.0)
 
 
 def test_unreadable_lines_are_skipped():
@@ -45,33 +49,41 @@ def test_unreadable_lines_are_skipped():
 
 
 def test_window_means_are_of_the_requests_finished_in_the_window():
-    before = UpstreamMetrics(prefill_sum=1.0, prefill_count=10, queue_sum=4.0, queue_count=10)
-    after = UpstreamMetrics(prefill_sum=1.5, prefill_count=12, queue_sum=4.0, queue_count=10)
+    before = UpstreamMetrics(prefill_sum=1.0, prefill_count=10, queue_sum=4.0, queue_count=10,
+                             decode_sum=1.0, generation_tokens=100)
+    after = UpstreamMetrics(prefill_sum=1.5, prefill_count=12, queue_sum=4.0, queue_count=10,
+                            decode_sum=3.0, generation_tokens=300)
     means = window_means(before, after, PhaseMeans(prefill_s=9.0, queue_s=0.7))
-    assert means.prefill_s == 0.25
+    assert means.prefill_s == 0.25 and means.decode_s_per_token == 0.01
     assert means.queue_s == 0.7  # nothing finished: the last mean stays
 
 
 def test_a_restarted_upstream_keeps_the_last_means():
     before = UpstreamMetrics(prefill_sum=5.0, prefill_count=50)
     after = UpstreamMetrics(prefill_sum=0.1, prefill_count=1)
-    assert window_means(before, after, PhaseMeans(0.2, 0.3)) == PhaseMeans(0.2, 0.3)
+    assert window_means(before, after, PhaseMeans(0.2, 0.3, 0.01)) == PhaseMeans(0.2, 0.3, 0.01)
 
 
-def test_a_stream_waits_until_its_first_piece_less_its_prefill():
-    est = estimate_service(e2e_s=2.0, first_piece_s=0.5, means=PhaseMeans(prefill_s=0.1, queue_s=9.0))
-    assert round(est.wait_s, 9) == 0.4 and round(est.service_s, 9) == 1.6
+def test_service_is_prefill_plus_decode_per_token_and_the_rest_is_wait():
+    means = PhaseMeans(prefill_s=0.1, queue_s=9.0, decode_s_per_token=0.01)
+    est = estimate_service(e2e_s=5.0, output_tokens=200, means=means)
+    assert round(est.service_s, 9) == 2.1 and round(est.wait_s, 9) == 2.9
 
 
-def test_a_non_stream_waits_the_mean_queue_time():
-    est = estimate_service(e2e_s=2.0, first_piece_s=None, means=PhaseMeans(prefill_s=0.1, queue_s=0.3))
-    assert (est.wait_s, est.service_s) == (0.3, 1.7)
+def test_service_never_exceeds_the_time_the_call_took():
+    est = estimate_service(e2e_s=1.0, output_tokens=500, means=PhaseMeans(0.1, 0.0, 0.01))
+    assert (est.service_s, est.wait_s) == (1.0, 0.0)
 
 
-@given(e2e=st.floats(0, 1e4), first=st.none() | st.floats(-1, 1e4), prefill=st.floats(0, 1e3),
-       queue=st.floats(0, 1e3))
-def test_service_and_wait_are_never_negative_and_add_up(e2e, first, prefill, queue):
-    est = estimate_service(e2e, first, PhaseMeans(prefill, queue))
+def test_a_call_without_usage_waits_the_mean_queue_time():
+    est = estimate_service(e2e_s=2.0, output_tokens=None, means=PhaseMeans(prefill_s=0.1, queue_s=0.3))
+    assert (round(est.wait_s, 9), est.service_s) == (0.3, 1.7)
+
+
+@given(e2e=st.floats(0, 1e4), tokens=st.none() | st.integers(-5, 10**6), prefill=st.floats(0, 1e3),
+       queue=st.floats(0, 1e3), per_token=st.floats(0, 1.0))
+def test_service_and_wait_are_never_negative_and_add_up(e2e, tokens, prefill, queue, per_token):
+    est = estimate_service(e2e, tokens, PhaseMeans(prefill, queue, per_token))
     assert est.service_s >= 0 and est.wait_s >= 0
     assert abs(est.service_s + est.wait_s - e2e) <= 1e-9 * max(1.0, e2e)
 
