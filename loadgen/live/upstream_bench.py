@@ -12,8 +12,8 @@ runs its full length) in three phases, one after the other:
   4. phase 3 again on a fresh engine: how much the in-engine measure itself moves between two runs.
 The upstream's prefix cache is emptied between phases 1 and 2 (the programs' prompts are the same).
 Reports mean program latency by size class (tertiles of the programs' output tokens) for 1 and 2,
-and per program the ratio of the attained service the process table holds after 2 to that after
-3, beside the ratio of 4 to 3 (the noise floor of a comparison across runs).
+and per program the ratio of its service (summed over its CallCompleted events) in 2 to that in 3,
+beside the ratio of 4 to 3 (the noise floor of a comparison across runs).
 """
 
 from __future__ import annotations
@@ -65,22 +65,35 @@ def _mesh(state: Path, engine: list[str], policy: str, startup_s: float) -> tupl
     return proc, url
 
 
-async def _phase(url: str, config: LiveRunConfig, rate: float) -> list[dict]:
+def _service_by_program(state: Path) -> dict[str, float]:
+    """Each program's service summed over its CallCompleted events (the audit stream): the table's
+    attained service restarts at 0 when the controller promotes a program."""
+    out = subprocess.run([sys.executable, "-m", "autellix", "events", "tail", "--state-dir", str(state), "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT).stdout
+    totals: dict[str, float] = {}
+    for line in out.splitlines():
+        event = json.loads(line)
+        if event.get("type") == "call.completed":
+            body = event["body"]
+            totals[body["program_id"]] = totals.get(body["program_id"], 0.0) + body["service_s"]
+    return totals
+
+
+async def _phase(url: str, config: LiveRunConfig, rate: float, state: Path) -> list[dict]:
+    from services.session_api.session_ids import program_id_for
+
     programs = programs_for(config, rate)
     driver = LiveDriver(url, API_KEY, "tiny", extra_body={"ignore_eos": True})
     try:
         records = await driver.run(programs, None, config.drain_timeout_s)
-        await asyncio.sleep(2.0)  # the last completions reach the process table
-        out = []
-        for rec in records:
-            view = (await driver.http.get(f"/v1/sessions/{rec.session_id}")).json() if rec.session_id else {}
-            out.append({"program": rec.program_id, "latency_s": None if rec.finish_s is None
-                        else rec.finish_s - rec.arrival_s, "output_tokens": rec.output_tokens,
-                        "calls": rec.num_calls, "failed_calls": rec.failed_calls, "error": rec.error,
-                        "attained_service_s": view.get("attained_service_s")})
-        return out
     finally:
         await driver.close()
+    await asyncio.sleep(2.0)  # the last completions reach the stream
+    service = _service_by_program(state)
+    return [{"program": rec.program_id, "latency_s": None if rec.finish_s is None else rec.finish_s - rec.arrival_s,
+             "output_tokens": rec.output_tokens, "calls": rec.num_calls, "failed_calls": rec.failed_calls,
+             "error": rec.error, "attained_service_s": service.get(program_id_for("bench", rec.session_id))
+             if rec.session_id else None} for rec in records]
 
 
 def _by_size(records: list[dict], bounds: tuple[int, int]) -> dict:
@@ -140,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, policy in (("upstream_fcfs", "fcfs"), ("upstream_atlas", "atlas")):
             httpx.post(f"{upstream}/reset_prefix_cache", timeout=30).raise_for_status()
             mesh, url = _mesh(state / name, ["--upstream", upstream], policy, 120)
-            phases[name] = asyncio.run(_phase(url, config, args.rate))
+            phases[name] = asyncio.run(_phase(url, config, args.rate, state / name))
             _stop(mesh)
         _stop(direct)
         direct = None
@@ -148,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"--max-num-seqs {args.max_num_seqs}"]
         for name in ("in_engine_atlas", "in_engine_atlas_again"):
             mesh, url = _mesh(state / name, engine, "atlas", 400)
-            phases[name] = asyncio.run(_phase(url, config, args.rate))
+            phases[name] = asyncio.run(_phase(url, config, args.rate, state / name))
             _stop(mesh)
     finally:
         _stop(mesh)
