@@ -265,9 +265,17 @@ class Gateway:
         return sorted(e for e in self._engine_seen_s if self.engine_is_live(e))
 
     def health(self) -> dict:
+        """Ready to serve: the bus is connected and some engine heartbeats (else "degraded": every
+        call would fail with 503, so a load balancer should look elsewhere)."""
         connected = self.bus.nc.is_connected
         engines = self.live_engines()
-        return {"ok": connected, "nats": "connected" if connected else "disconnected", "engines": engines}
+        status = {"ok": connected and bool(engines), "status": "ok",
+                  "nats": "connected" if connected else "disconnected", "engines": engines}
+        if not connected:
+            status |= {"status": "degraded", "reason": "nats disconnected"}
+        elif not engines:
+            status |= {"status": "degraded", "reason": "no live engine"}
+        return status
 
     async def cancel(self, engine_id: str, call_id: str) -> None:
         try:

@@ -8,7 +8,7 @@ not installed are skipped (and logged), so the stack runs with whatever services
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from pathlib import Path
 class HealthProbe(StrEnum):
     NATS = "nats"  # answers HealthCheck on subjects.health(<bus service>)
     HEARTBEAT = "heartbeat"  # an EngineHeartbeat from its ENGINE_ID
-    HTTP = "http"  # GET http://API_HOST:API_PORT/healthz answers 200
+    HTTP = "http"  # GET http://API_HOST:API_PORT/healthz (or /livez in a stack without engines) answers 200
 
 
 @dataclass(frozen=True)
@@ -126,4 +126,8 @@ def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tu
             instances.extend(spec.instances(opts))
         else:
             skipped.append(spec.name)
+    if not any(inst.probe is HealthProbe.HEARTBEAT for inst in instances):
+        # /healthz is 503 until an engine heartbeats; without engines the API only has to be up
+        instances = [replace(inst, probe_target=inst.probe_target.removesuffix("/healthz") + "/livez")
+                     if inst.probe is HealthProbe.HTTP else inst for inst in instances]
     return instances, skipped

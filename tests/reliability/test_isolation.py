@@ -143,7 +143,7 @@ async def test_no_api_route_takes_a_call_or_stream_id(http, chaos_stack):
     another's stream."""
     paths = set((await http.get("/openapi.json")).json()["paths"])
     assert paths == {"/v1/sessions", "/v1/sessions/{session_id}", "/v1/chat/completions", "/v1/completions",
-                     "/v1/responses", "/v1/models", "/healthz"}
+                     "/v1/responses", "/v1/models", "/healthz", "/livez"}
 
 
 async def test_no_key_in_any_log(http, chaos_stack):

@@ -1,4 +1,5 @@
-"""`/healthz` (liveness plus whether the bus is connected and engines are live) and `/metrics`."""
+"""`/livez` (the process serves), `/healthz` (ready: the bus is connected and engines are live) and
+`/metrics`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from services.session_api.deps import GatewayDep
 
 router = APIRouter(tags=["operations"])
+
+
+@router.get("/livez")
+async def livez() -> JSONResponse:
+    # plain liveness, for probes that restart a stuck process: engines come and go on their own
+    return JSONResponse({"ok": True})
 
 
 @router.get("/healthz")
