@@ -16,6 +16,7 @@ from services.engine_agent.session_hints import attach_retention, on_session_clo
 from services.engine_agent.settings import BACKENDS, EngineAgentSettings
 from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.stepper import RealTimeStepper
+from services.engine_agent.unique_id import DuplicateEngineId, refuse_duplicate_engine_id
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
@@ -48,6 +49,7 @@ class RunningAgent:
 
 
 async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
+    await refuse_duplicate_engine_id(settings)  # before loading any model or taking any call
     if settings.engine_backend == "vllm":
         from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
 
@@ -123,5 +125,9 @@ def parse_args(argv: list[str] | None = None) -> dict:
 def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
     configure_logging("engine_agent", settings.environment, settings.log_level, settings.log_json)
-    uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
+    try:
+        uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
+    except DuplicateEngineId as exc:
+        get_logger().error("engine_id_in_use", engine_id=settings.engine_id, error=str(exc))
+        raise SystemExit(f"engine_agent: error: {exc}") from None
     return 0

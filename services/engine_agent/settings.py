@@ -27,6 +27,9 @@ class EngineAgentSettings(MeshSettings):
     engine_max_num_seqs: int | None = Field(default=None, ge=1)
     engine_num_blocks: int | None = Field(default=None, ge=1)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
+    # how long to listen for another agent's heartbeats on this id before starting (unique_id.py);
+    # None: two heartbeat intervals, 0: no check
+    engine_id_check_s: float | None = Field(default=None, ge=0, le=60)
     queue_snapshot_interval_s: float = Field(default=0.5, gt=0, le=60)
     # simulated engines: a call's tokens are sent at most this often after its first token (0: one
     # chunk per step); a real engine's pieces go on as vLLM writes them
