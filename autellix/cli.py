@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import pkgutil
 import sys
 
 import autellix.commands as commands_pkg
 
 
+def package_version() -> str:
+    # the installed distribution's version (pyproject.toml), so a running copy says what it is
+    try:
+        return importlib.metadata.version("autellix")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autellix", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"autellix {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
