@@ -12,7 +12,7 @@ METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: n
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
@@ -28,6 +28,8 @@ class MeshSettings(BaseSettings):
     """What every process on the mesh needs: where NATS is, how to log, the audit retention."""
 
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True, populate_by_name=True)
+    # the namespaces whose unknown variables the service reports at start-up (settings_check.py)
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_",)
 
     nats_url: str = DEFAULT_NATS_URL
     environment: Literal["development", "production"] = Field(

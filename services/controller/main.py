@@ -6,6 +6,7 @@ import asyncio
 
 from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
+from services.settings_vocabulary import report_unknown_variables
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
 from shared.metrics_http import serve_metrics
@@ -30,6 +31,7 @@ async def _main() -> None:
     settings = ControllerSettings()
     configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
                       json=settings.log_json)
+    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     stop = stop_on_signals()
     await serve(settings, stop)
 

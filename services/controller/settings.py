@@ -3,7 +3,7 @@ STARVATION_MIN_SERVICE_S, PROMOTION_COOLDOWN_S, DECISION_INTERVAL_S and SNAPSHOT
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -13,6 +13,7 @@ SERVICE_NAME = "controller"
 
 
 class ControllerSettings(MeshSettings):
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "STARVATION_", "PROMOTION_")
     starvation_beta: float | None = Field(default=5.0, gt=0)  # paper's useful range 3-7
     starvation_min_service_s: float = Field(default=1.0, gt=0)  # denominator floor (one quantum)
     promotion_cooldown_s: float = Field(default=5.0, ge=0)  # no ping-pong between promote and demote

@@ -17,6 +17,7 @@ from services.engine_agent.settings import BACKENDS, EngineAgentSettings
 from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.stepper import RealTimeStepper
 from services.engine_agent.unique_id import DuplicateEngineId, refuse_duplicate_engine_id
+from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
@@ -125,6 +126,7 @@ def parse_args(argv: list[str] | None = None) -> dict:
 def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
     configure_logging("engine_agent", settings.environment, settings.log_level, settings.log_json)
+    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     try:
         uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
     except DuplicateEngineId as exc:

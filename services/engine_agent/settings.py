@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,6 +18,7 @@ _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num
 
 
 class EngineAgentSettings(MeshSettings):
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "ENGINE_")
     engine_id: str = "e0"
     engine_backend: Literal["lite", "emulated", "vllm", "upstream"] = "lite"
     scheduling_policy: PolicyName = PolicyName.ATLAS

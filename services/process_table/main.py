@@ -12,6 +12,7 @@ import gc
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
+from services.settings_vocabulary import report_unknown_variables
 from shared.bus import Bus
 from shared.logging import configure_logging, get_logger
 from shared.metrics_http import serve_metrics
@@ -52,6 +53,7 @@ async def _main() -> None:
     settings = ProcessTableSettings()
     configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
                       json=settings.log_json)
+    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     stop = stop_on_signals()
     await serve(settings, stop)
 

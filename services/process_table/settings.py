@@ -4,7 +4,7 @@ DB_RETRY_BUDGET_S, MIGRATE_ON_START, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -16,6 +16,7 @@ SERVICE_NAME = "process_table"
 
 
 class ProcessTableSettings(DatabaseSettings):
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "DATABASE_", "DB_", "MLFQ_", "SESSION_")
     # an open session with no completion, open or promotion for this long is closed as abandoned
     session_idle_ttl_s: float = Field(default=1800.0, gt=0)
     session_expiry_interval_s: float = Field(default=10.0, gt=0)  # how often abandoned ones are swept

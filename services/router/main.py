@@ -13,6 +13,7 @@ from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
 from services.router.settings import RouterSettings
 from services.router.stealing import start_stealing
+from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
 from shared.logging import configure_logging, get_logger
 from shared.metrics_http import serve_metrics
@@ -70,5 +71,6 @@ async def serve(settings: RouterSettings) -> None:
 def run() -> int:
     settings = RouterSettings()
     configure_logging("router", settings.environment, settings.log_level, settings.log_json)
+    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
     return 0

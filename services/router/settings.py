@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, field_validator
 
 from shared.core.routing import RouterName, parse_router
@@ -9,6 +11,7 @@ from shared.settings import MeshSettings
 
 
 class RouterSettings(MeshSettings):
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "ROUTER_", "AFFINITY_")
     router_policy: RouterName = RouterName.LOCALITY
     locality_threshold_tokens: int = Field(default=2048, ge=0)  # the paper's threshold
     engine_ttl_s: float = Field(default=3.0, gt=0)  # an engine silent this long has left

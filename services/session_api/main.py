@@ -19,6 +19,7 @@ from services.session_api.metrics import RequestMetrics
 from services.session_api.request_guard import RequestGuard
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
+from services.settings_vocabulary import report_unknown_variables
 from shared.logging import configure_logging, get_logger
 
 DEV_TENANT = "dev"
@@ -79,6 +80,7 @@ def uvicorn_options(settings: SessionApiSettings) -> dict:
 def run() -> int:
     settings = SessionApiSettings()
     configure_logging("session_api", settings.environment, settings.log_level, settings.log_json)
+    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     app = create_app(settings)
     # the collector ran about a tenth of this process's CPU under load (py-spy --native), mostly
     # re-scanning what was built at start-up: that leaves the collected heap, and collections

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from shared.settings import MeshSettings
 
 
 class SessionApiSettings(MeshSettings):
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "API_")
     # comma-separated tenant:key (or tenant:sha256=<hex>) pairs; required in production
     autellix_api_keys: str = ""
     api_host: str = "127.0.0.1"
