@@ -25,6 +25,12 @@ def test_only_restricts_the_plan():
     assert [i.name for i in instances] in ([], ["router"])
 
 
+def test_an_api_without_engines_is_probed_for_liveness_only():
+    """/healthz is 503 until an engine heartbeats: a stack without engines waits for /livez."""
+    instances, _ = plan(StackOptions(only=("session_api",), port=9001))
+    assert [i.probe_target for i in instances] in ([], ["http://127.0.0.1:9001/livez"])
+
+
 @pytest.mark.parametrize("opts, message", [
     (StackOptions(backend="gpu"), "--backend"),
     (StackOptions(engines=0), "--engines"),
