@@ -16,7 +16,11 @@ from services.engine_agent.session_hints import attach_retention, on_session_clo
 from services.engine_agent.settings import BACKENDS, EngineAgentSettings
 from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.stepper import RealTimeStepper
-from services.engine_agent.unique_id import DuplicateEngineId, refuse_duplicate_engine_id
+from services.engine_agent.unique_id import (
+    DuplicateEngineId,
+    refuse_duplicate_engine_id,
+    watch_for_duplicates,
+)
 from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
@@ -54,11 +58,20 @@ async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     if settings.engine_backend == "vllm":
         from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
 
-        return await start_vllm_agent(settings)
-    if settings.engine_backend == "upstream":
+        running = await start_vllm_agent(settings)
+    elif settings.engine_backend == "upstream":
         from services.engine_agent.upstream_main import start_upstream_agent
 
-        return await start_upstream_agent(settings)
+        running = await start_upstream_agent(settings)
+    else:
+        running = await start_simulated_agent(settings)
+    running.tasks.append(asyncio.create_task(
+        watch_for_duplicates(running.bus, settings.engine_id, running.agent.started_at_ns)))
+    return running
+
+
+async def start_simulated_agent(settings: EngineAgentSettings) -> RunningAgent:
+    """Backends lite and emulated: the modeled engine steps in this process."""
     policy = SchedulingPolicy(settings.scheduling_policy)
     directory = CachedProgramDirectory(policy.aggregation)
     engine = make_engine(settings.engine_backend, settings.engine_id, policy, directory, settings.engine_preset,
@@ -104,10 +117,14 @@ async def serve(settings: EngineAgentSettings) -> None:
     stop = stop_on_signals()
     done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), *running.tasks],
                                  return_when=asyncio.FIRST_COMPLETED)
-    for task in done:  # a crashed stepping loop must not leave a silent, heartbeating agent
-        if task in running.tasks and task.exception() is not None:
-            get_logger().error("engine_loop_failed", error=repr(task.exception()))
+    failed = [t.exception() for t in done if t in running.tasks and t.exception() is not None]
+    for exc in failed:  # a crashed stepping loop must not leave a silent, heartbeating agent
+        if not isinstance(exc, DuplicateEngineId):
+            get_logger().error("engine_loop_failed", error=repr(exc))
     await running.stop()
+    for exc in failed:
+        if isinstance(exc, DuplicateEngineId):
+            raise exc  # the process exits with an error naming the id (run)
 
 
 def parse_args(argv: list[str] | None = None) -> dict:

@@ -47,3 +47,20 @@ async def refuse_duplicate_engine_id(settings: EngineAgentSettings) -> None:
         f"engine id {settings.engine_id!r} is already in use by a live engine agent (backend "
         f"{other.backend or '?'}, heartbeating on {subjects.engine_heartbeat(settings.engine_id)}); "
         "give each agent its own ENGINE_ID (or --engine-id)")
+
+
+async def watch_for_duplicates(bus: Bus, engine_id: str, own_started_at_ns: int) -> None:
+    """For the agent's life: two agents started at once both pass the start-up check, and then hear
+    each other's heartbeats; the younger raises `DuplicateEngineId` (and so stops), the older serves on."""
+    older: asyncio.Future[m.EngineHeartbeat] = asyncio.get_running_loop().create_future()
+
+    async def on_heartbeat(msg) -> None:
+        if 0 < msg.body.started_at_ns < own_started_at_ns and not older.done():
+            older.set_result(msg.body)
+    sub = await bus.subscribe(subjects.engine_heartbeat(engine_id), on_heartbeat, types=(m.EngineHeartbeat,))
+    try:
+        other = await older
+    finally:
+        await sub.unsubscribe()
+    raise DuplicateEngineId(f"engine id {engine_id!r} is also used by an engine agent started earlier (backend "
+                            f"{other.backend or '?'}); this one stops: give each agent its own ENGINE_ID")

@@ -127,6 +127,27 @@ async def test_a_second_agent_with_a_live_engine_id_refuses_to_start(nats_url, b
         _stop(again)
 
 
+async def test_of_two_agents_past_the_start_check_the_younger_stops(nats_url, bus, tmp_path):
+    """Two agents started at the same moment both find the id free; then they hear each other."""
+    engine_id = f"race-{uuid.uuid4().hex[:8]}"
+    first = _start("services.engine_agent", _engine_env(nats_url, engine_id), tmp_path / "first.log")
+    try:
+        await _wait_heartbeat(bus, engine_id, first, tmp_path / "first.log")
+        younger_log = tmp_path / "younger.log"
+        # no start-up check: as if it had looked at the same moment as the first
+        younger = _start("services.engine_agent", _engine_env(nats_url, engine_id) | {"ENGINE_ID_CHECK_S": "0"},
+                         younger_log)
+        try:
+            code = younger.wait(timeout=30)
+        finally:
+            _stop(younger)
+        out = younger_log.read_text()
+        assert code != 0 and f"engine id {engine_id!r} is also used by an engine agent started earlier" in out, out
+        assert first.poll() is None
+    finally:
+        _stop(first)
+
+
 def test_version_is_the_package_version():
     done = subprocess.run([sys.executable, "-m", "autellix", "--version"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
