@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 
 from shared.protocol import messages as m
@@ -66,30 +66,48 @@ ENGINE_STATS = _EngineStats()
 REGISTRY.register(ENGINE_STATS)
 
 
+# vLLM's names live in a registry of their own, served through a collector that claims no names:
+# where vLLM also runs in the process (tests drive both), its loggers register the same names in
+# the default registry, which refuses a second claim
+_VLLM_NAMES_REGISTRY = CollectorRegistry(auto_describe=False)
+
+
+class _VllmNamesCollector:
+    def describe(self) -> list:
+        return []
+
+    def collect(self):
+        return _VLLM_NAMES_REGISTRY.collect()
+
+
+REGISTRY.register(_VllmNamesCollector())
+
+
 class _VllmNames:
     """vLLM's series (vllm/v1/metrics/loggers.py names, buckets and labels), made only where no vLLM
     in this process registers them itself."""
 
     def __init__(self) -> None:
         labels = ["model_name", "engine"]
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels)
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels)
-        self.kv_usage = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels)
+        r = {"registry": _VLLM_NAMES_REGISTRY}
+        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, **r)
+        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, **r)
+        self.kv_usage = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, **r)
         self.preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                                   labels)
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels)
+                                   labels, **r)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, **r)
+        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, **r)
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                               [*labels, "finished_reason"])
+                               [*labels, "finished_reason"], **r)
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                               labels, buckets=(0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                                               1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0))
+                                               1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0), **r)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                              labels, buckets=(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-                                              2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0))
+                                              2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0), **r)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
                              labels, buckets=(0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                                              50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0))
+                                              50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0), **r)
 
 
 @cache

@@ -12,7 +12,8 @@ admission (prefill) to its end. From outside, the agent knows the call's end-to-
 output tokens (usage), and vLLM's /metrics give, over the last scrape window, the mean prefill time
 per request and the mean decode time per generated token (of the requests that finished):
   service = min(prefill_mean + output_tokens x decode_per_token, E),   wait = E - service
-A call without usage (refused, aborted) is charged E less the window's mean queue time.
+A call without usage (refused, aborted), or one before any request has finished (no decode time
+per token yet), is charged E less the window's mean queue time.
 Timing the answer's pieces instead was tried and dropped: on a loaded machine whole answers reach
 the agent in one burst after the engine produced them, which made a stream look all wait.
 """
@@ -109,7 +110,7 @@ class ServiceEstimate:
 def estimate_service(e2e_s: float, output_tokens: int | None, means: PhaseMeans) -> ServiceEstimate:
     """A call's service and wait from its time and tokens (see the module docstring)."""
     e2e_s = max(e2e_s, 0.0)
-    if output_tokens is None:
+    if output_tokens is None or means.decode_s_per_token <= 0:
         service = e2e_s - min(means.queue_s, e2e_s)
     else:
         service = min(means.prefill_s + max(output_tokens, 0) * means.decode_s_per_token, e2e_s)

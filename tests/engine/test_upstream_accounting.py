@@ -75,6 +75,11 @@ def test_service_never_exceeds_the_time_the_call_took():
     assert (est.service_s, est.wait_s) == (1.0, 0.0)
 
 
+def test_before_any_decode_time_is_known_a_call_waits_the_mean_queue_time():
+    est = estimate_service(e2e_s=2.0, output_tokens=100, means=PhaseMeans(prefill_s=0.1, queue_s=0.5))
+    assert (est.wait_s, est.service_s) == (0.5, 1.5)
+
+
 def test_a_call_without_usage_waits_the_mean_queue_time():
     est = estimate_service(e2e_s=2.0, output_tokens=None, means=PhaseMeans(prefill_s=0.1, queue_s=0.3))
     assert (round(est.wait_s, 9), est.service_s) == (0.3, 1.7)
