@@ -37,9 +37,8 @@ from shared.engine.upstream_accounting import (
 from shared.logging import get_logger
 from shared.protocol import messages as m
 
-# aiohttp, not httpx: its C parser hands over whatever the socket holds at once, where httpx (h11)
-# parsed each server-sent event as its own chunk at about 1 ms of CPU apiece (py-spy, 2 cores):
-# under load the agent fell behind and read whole answers late, in one burst
+# aiohttp, not httpx: httpx (h11) parsed each server-sent event as its own chunk at about 1 ms of
+# CPU apiece (py-spy, 2 cores); aiohttp's C parser hands over whatever the socket holds at once
 _LOST = (aiohttp.ClientError, TimeoutError)
 
 RESPONSES = "/v1/responses"
@@ -237,6 +236,8 @@ class UpstreamServing:
             "output_tokens": int(output_tokens or 0),
             "prefix_hit_tokens": int(details.get("cached_tokens") or 0), "recomputed_tokens": 0,
             "thread_service_at_submit_s": seen.thread_service_s, "submit_epoch": seen.epoch,
+            # the answer itself carries vLLM's finish reason to the client; the record only tells a
+            # finished call from an aborted one
             "finish_reason": "stop" if seen.ok else "abort", "aborted": not seen.ok})
         del self._finished[:-MAX_UNCLAIMED_RECORDS]
 
