@@ -27,32 +27,12 @@ from pathlib import Path
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-API_KEY = "sk-bench-0123456789"
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready, write_json
 
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
-def _free_port() -> int:
-    from shared.runtime.ports import free_port
-
-    return free_port()
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, deadline: float, state: Path) -> None:
-    while True:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not start; see {state}")
-        try:
-            r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
-            if r.status_code == 200 and r.json()["data"]:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1.0)
 
 
 def start_servers(state: Path, startup_s: float = 400.0,
@@ -64,7 +44,7 @@ def start_servers(state: Path, startup_s: float = 400.0,
     model_dir = make_tiny_model(state / "tiny-model")
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
     env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
-    mesh_port, direct_port = _free_port(), _free_port()
+    mesh_port, direct_port = free_port(), free_port()
     urls = (f"http://127.0.0.1:{mesh_port}", f"http://127.0.0.1:{direct_port}")
     deadline = time.monotonic() + startup_s
     direct = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
@@ -72,13 +52,13 @@ def start_servers(state: Path, startup_s: float = 400.0,
                                "--scheduling-policy", "priority", *TINY_MODEL_VLLM_ARGS],
                               cwd=state, env=env, stdout=open(state / "direct.log", "w"), stderr=subprocess.STDOUT)
     if path == "upstream":  # the mesh needs its upstream's /v1/models
-        _wait_ready(urls[1], direct, deadline, state)
+        wait_ready(urls[1], direct, deadline, state)
     engine = ["--upstream", urls[1]] if path == "upstream" else ["--backend", "vllm", "--model", "tiny", "--engines", "1"]
     mesh = subprocess.Popen([sys.executable, "-m", "autellix", "up", *engine, "--state-dir", str(state),
                              "--port", str(mesh_port), "--nats-port", "0", "--startup-timeout", str(startup_s)],
                             cwd=REPO_ROOT, env=env, stdout=open(state / "up.log", "w"), stderr=subprocess.STDOUT)
     for url, proc in ((urls[1], direct), (urls[0], mesh)):
-        _wait_ready(url, proc, deadline, state)
+        wait_ready(url, proc, deadline, state)
     return mesh, urls[0], direct, urls[1]
 
 
@@ -206,22 +186,14 @@ def main(argv: list[str] | None = None) -> int:
             args.long_runs, pids)) for c in levels}}
     finally:
         for proc in (mesh, direct):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(2)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop(proc)
         shutil.rmtree(state, ignore_errors=True)
     result = {"benchmark": "mesh over a direct call of the same real vLLM engine (tiny model, CPU)",
               "path": args.path,
               "command": "python -m loadgen.live.real_overhead " + " ".join(argv or sys.argv[1:]),
               "rounds": args.rounds, "max_tokens": args.max_tokens, **result}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    print(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

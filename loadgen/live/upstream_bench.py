@@ -33,19 +33,8 @@ from pathlib import Path
 import httpx
 
 from loadgen.live.driver import LiveDriver
-from loadgen.live.real_overhead import API_KEY, _free_port, _wait_ready
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready, write_json
 from loadgen.live.run import LiveRunConfig, programs_for
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _env(policy: str) -> dict:
@@ -55,13 +44,13 @@ def _env(policy: str) -> dict:
 
 def _mesh(state: Path, engine: list[str], policy: str, startup_s: float) -> tuple[subprocess.Popen, str]:
     state.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "autellix", "up", *engine, "--state-dir", str(state),
                              "--port", str(port), "--nats-port", "0", "--startup-timeout", str(startup_s)],
                             cwd=REPO_ROOT, env=_env(policy), stdout=open(state / f"up-{port}.log", "w"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    _wait_ready(url, proc, time.monotonic() + startup_s, state)
+    wait_ready(url, proc, time.monotonic() + startup_s, state)
     return proc, url
 
 
@@ -142,30 +131,30 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         model_dir = make_tiny_model(state / "tiny-model")
-        port = _free_port()
+        port = free_port()
         direct = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
                                    str(model_dir), "--served-model-name", "tiny", "--port", str(port), "--host",
                                    "127.0.0.1", "--scheduling-policy", "priority", *vllm_flags],
                                   cwd=state, env=_env("fcfs") | {"VLLM_SERVER_DEV_MODE": "1"}, stdout=open(state / "direct.log", "w"),
                                   stderr=subprocess.STDOUT)
         upstream = f"http://127.0.0.1:{port}"
-        _wait_ready(upstream, direct, time.monotonic() + 400, state)
+        wait_ready(upstream, direct, time.monotonic() + 400, state)
         for name, policy in (("upstream_fcfs", "fcfs"), ("upstream_atlas", "atlas")):
             httpx.post(f"{upstream}/reset_prefix_cache", timeout=30).raise_for_status()
             mesh, url = _mesh(state / name, ["--upstream", upstream], policy, 120)
             phases[name] = asyncio.run(_phase(url, config, args.rate, state / name))
-            _stop(mesh)
-        _stop(direct)
+            stop(mesh)
+        stop(direct)
         direct = None
         engine = ["--backend", "vllm", "--model", "tiny", "--engines", "1", "--vllm-args",
                   f"--max-num-seqs {args.max_num_seqs}"]
         for name in ("in_engine_atlas", "in_engine_atlas_again"):
             mesh, url = _mesh(state / name, engine, "atlas", 400)
             phases[name] = asyncio.run(_phase(url, config, args.rate, state / name))
-            _stop(mesh)
+            stop(mesh)
     finally:
-        _stop(mesh)
-        _stop(direct)
+        stop(mesh)
+        stop(direct)
         shutil.rmtree(state, ignore_errors=True)
     sizes = sorted(r["output_tokens"] for r in phases["upstream_fcfs"])
     bounds = (sizes[len(sizes) // 3], sizes[2 * len(sizes) // 3])
@@ -185,11 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - t0, 1),
         "programs_detail": phases,
     }
-    text = json.dumps(result, indent=1)
     print(json.dumps({k: v for k, v in result.items() if k != "programs_detail"}, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    write_json(args.json, result)
     return 0
 
 

@@ -1,0 +1,50 @@
+"""What the real-engine benchmarks share: starting a server, waiting for it, stopping it, and
+writing the result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API_KEY = "sk-bench-0123456789"
+
+
+def free_port() -> int:
+    from shared.runtime.ports import free_port as _free
+
+    return _free()
+
+
+def wait_ready(url: str, proc: subprocess.Popen, deadline: float, state: Path) -> None:
+    """Until `url` lists a served model (raises if the process ends or the deadline passes)."""
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not start; see {state}")
+        try:
+            r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
+            if r.status_code == 200 and r.json()["data"]:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """Ctrl-C, then a kill after 60 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def write_json(path: Path | None, result: dict) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
