@@ -35,7 +35,8 @@ from shared.logging import get_logger
 from shared.protocol import subjects
 
 if TYPE_CHECKING:
-    from services.session_api.gateway import CallStream, Gateway
+    from services.session_api.call_stream import CallStream
+    from services.session_api.gateway import Gateway
 
 REDISPATCH_HEADER = "x-autellix-redispatch"
 _OPT_OUT = {"off", "no", "never", "false", "0"}

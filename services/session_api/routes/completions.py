@@ -11,10 +11,10 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
 from services.session_api import metrics, recovery
+from services.session_api.call_stream import CallStream
 from services.session_api.calls import PreparedCall, prepare_chat, prepare_completion
 from services.session_api.deps import CurrentTenant, GatewayDep, SettingsDep
 from services.session_api.errors import ApiError, error_body
-from services.session_api.gateway import CallStream
 from services.session_api.real_calls import CHAT, COMPLETIONS, RESPONSES
 from services.session_api.routes import relay
 from services.session_api.schemas import (

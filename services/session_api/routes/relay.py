@@ -16,8 +16,9 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from services.session_api import metrics, recovery
+from services.session_api.call_stream import CallStream
 from services.session_api.errors import ApiError, error_body
-from services.session_api.gateway import CallStream, Gateway
+from services.session_api.gateway import Gateway
 from services.session_api.real_calls import prepare_real
 from services.session_api.served_models import ServedModel
 from services.session_api.settings import SessionApiSettings
