@@ -116,7 +116,9 @@ def fold_completions(row: ProgramRow, completions: list[Completion]) -> FoldResu
     for c in completions:
         if c.program_id != row.program_id:
             raise ValueError(f"call {c.call_id} belongs to {c.program_id}, not {row.program_id}")
-        if c.thread_id not in ledger.thread_service_s:  # new: from its parent, else from S_p (the core's rule)
+        # a fork from a parent starts from the parent's service; a parentless new thread's base
+        # (S_p at submit, the core's rule) comes with the completion, so folding stays order-free
+        if c.parent_thread_id is not None and c.thread_id not in ledger.thread_service_s:
             ledger.fork_thread(c.thread_id, c.parent_thread_id)
             parents[c.thread_id] = c.parent_thread_id
         if ledger.complete_call(c.call_id, c.thread_id, c.service_s, c.wait_s,

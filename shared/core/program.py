@@ -76,7 +76,9 @@ class ProgramLedger:
         else:
             base = thread_service_at_submit_s
         thread_total = base + service_s
-        self.thread_service_s[thread_id] = max(self.thread_service(thread_id), thread_total)
+        # the thread's recorded value, not the S_p a new one would start from: with the base given
+        # at submit, the fold does not depend on the order completions arrive in
+        self.thread_service_s[thread_id] = max(self.thread_service_s.get(thread_id, 0.0), thread_total)
         if aggregation is ServiceAggregation.SUM:
             self.service_s += service_s
         else:

@@ -48,8 +48,9 @@ def scraped(up_stack) -> dict[str, dict[str, list]]:
     deadline = time.monotonic() + 10
     while True:  # the table closes the session and the engines' state tick follow the calls
         result = asyncio.run(_scrape_all(up_stack.targets))
-        if _value(result["process_table"], "autellix_program_completion_seconds_count") >= 2 or \
-                time.monotonic() > deadline:
+        settled = _value(result["process_table"], "autellix_program_completion_seconds_count") >= 2 and all(
+            _value(result[f"engine_agent-{e}"], "autellix_engine_queued_calls", level="0") == 0 for e in ("e0", "e1"))
+        if settled or time.monotonic() > deadline:
             return result
         time.sleep(0.2)
 
