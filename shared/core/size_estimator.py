@@ -1,0 +1,95 @@
+"""Expected remaining work of a program, learned online from finished programs of the same type.
+
+No oracle: each agent type (a workload name, or the type a client declares for its session) keeps a
+bounded window of the total service its recent programs received. A running program that has
+attained `a` seconds is expected to need E[X - a | X > a] more, the mean excess of the window's
+samples above `a` (a program longer than every sample so far is expected to need as much again as
+it has had: the least-attained order, with no claim of knowing more).
+
+Pure and deterministic: the window holds the last `window` samples in arrival order; queries are
+O(log n) over a sorted copy with suffix sums, rebuilt on each new sample (programs finish rarely
+compared with scheduling decisions).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SizeEstimatorConfig:
+    window: int = 256  # samples kept per type: recent programs, so a drifting mix is followed
+    min_samples: int = 8  # below this a type has no estimate (the policy falls back)
+    max_types: int = 1024  # distinct types tracked; the least recently fed one is forgotten
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.min_samples < 1 or self.max_types < 1:
+            raise ValueError("window, min_samples and max_types must be >= 1")
+        if self.min_samples > self.window:
+            raise ValueError(f"min_samples ({self.min_samples}) cannot exceed window ({self.window})")
+
+
+class _TypeSketch:
+    __slots__ = ("recent", "sorted", "suffix")
+
+    def __init__(self, window: int) -> None:
+        self.recent: deque[float] = deque(maxlen=window)
+        self.sorted: list[float] = []
+        self.suffix: list[float] = [0.0]  # suffix[i] = sum(sorted[i:])
+
+    def add(self, total_s: float) -> None:
+        if len(self.recent) == self.recent.maxlen:
+            oldest = self.recent[0]
+            del self.sorted[bisect.bisect_left(self.sorted, oldest)]
+        self.recent.append(total_s)
+        bisect.insort(self.sorted, total_s)
+        suffix = [0.0] * (len(self.sorted) + 1)
+        for i in range(len(self.sorted) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] + self.sorted[i]
+        self.suffix = suffix
+
+    def mean_excess(self, attained_s: float) -> float | None:
+        """E[X - a | X > a] over the window; None when no sample exceeds a."""
+        i = bisect.bisect_right(self.sorted, attained_s)
+        above = len(self.sorted) - i
+        if above == 0:
+            return None
+        return self.suffix[i] / above - attained_s
+
+
+class SizeEstimator:
+    """Per-type windows of finished programs' total service; one owner feeds it (the simulator,
+    or the process table's completed programs), schedulers only query it."""
+
+    def __init__(self, config: SizeEstimatorConfig | None = None) -> None:
+        self.config = config or SizeEstimatorConfig()
+        self._types: dict[str, _TypeSketch] = {}
+
+    def observe(self, program_type: str, total_service_s: float) -> None:
+        """A program of `program_type` finished having received `total_service_s` of service."""
+        if not total_service_s >= 0 or total_service_s == float("inf"):
+            raise ValueError(f"total_service_s must be finite and >= 0, got {total_service_s!r}")
+        sketch = self._types.pop(program_type, None)
+        if sketch is None:
+            sketch = _TypeSketch(self.config.window)
+            if len(self._types) >= self.config.max_types:
+                del self._types[next(iter(self._types))]
+        self._types[program_type] = sketch  # re-inserted: dict order is least recently fed first
+        sketch.add(float(total_service_s))
+
+    def samples(self, program_type: str) -> int:
+        sketch = self._types.get(program_type)
+        return len(sketch.recent) if sketch is not None else 0
+
+    def expected_remaining_s(self, program_type: str | None, attained_s: float) -> float | None:
+        """Expected remaining service of a program that attained `attained_s`; None when the type
+        has fewer than `min_samples` finished programs (the caller falls back to its own order)."""
+        if program_type is None:
+            return None
+        sketch = self._types.get(program_type)
+        if sketch is None or len(sketch.recent) < self.config.min_samples:
+            return None
+        excess = sketch.mean_excess(attained_s)
+        return attained_s if excess is None else excess
