@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 
+from loadgen.sim.cli_modes import refuse_foreign_options
 from loadgen.sim.engines import (
     BATCHING_MODES,
     DEFAULT_BETA,
@@ -17,7 +18,7 @@ from loadgen.sim.engines import (
     check_available,
 )
 from loadgen.sim.experiment import ExperimentConfig
-from loadgen.sim.kv_cli import add_kv_arguments, is_kv_mode, parse_beta, run_kv
+from loadgen.sim.kv_cli import DEFAULT_MAX_NUM_SEQS, add_kv_arguments, is_kv_mode, parse_beta, run_kv
 from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
@@ -42,15 +43,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     slo = p.add_mutually_exclusive_group()
     slo.add_argument("--slo", help="absolute SLO(s) on mean normalized latency, s/token (comma list)")
-    slo.add_argument("--slo-multiple", default="5,10",
+    slo.add_argument("--slo-multiple", default=None,
                      help="SLO(s) as multiples of the unloaded normalized latency (default 5,10)")
     p.add_argument("--preset", default=DEFAULT_PRESET)
     p.add_argument("--router", default=None,
                    help="locality (default), least-loaded, round-robin; KV mode: a comma list, affinity too")
-    p.add_argument("--locality-threshold", type=int, default=2048, help="tokens (paper: 2048)")
+    p.add_argument("--locality-threshold", type=int, default=2048,
+                   help="tokens (paper: 2048); router locality, in both modes")
     p.add_argument("--engine", default="lite", help=f"one of: {', '.join(ENGINE_KINDS)}")
     p.add_argument("--batching", default="v1", help=f"one of: {', '.join(BATCHING_MODES)}")
-    p.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM's prefix cache (default on; the KV mode sets it per --kv-policy)")
     p.add_argument("--preemption", default="recompute", help=f"one of: {', '.join(PREEMPTION_MODES)}")
     p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
     p.add_argument("--programs", type=int, default=None,
@@ -90,8 +93,13 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     num_programs = args.programs if args.programs is not None else (QUICK_PROGRAMS if args.quick else DEFAULT_PROGRAMS)
     if num_programs < 2:
         raise ValueError(f"--programs must be at least 2, got {num_programs}")
+    if args.locality_threshold < 0:
+        raise ValueError(f"--locality-threshold must be >= 0, got {args.locality_threshold}")
+    max_num_seqs = DEFAULT_MAX_NUM_SEQS if args.max_num_seqs is None else args.max_num_seqs
     engine = EngineOptions(kind=args.engine, preset=args.preset.strip().lower(), batching=args.batching,
-                           prefix_cache=args.prefix_cache, preemption=args.preemption, beta=parse_beta(args.beta))
+                           prefix_cache=args.prefix_cache is not False, preemption=args.preemption,
+                           beta=parse_beta(args.beta), max_num_seqs=max_num_seqs,
+                           num_blocks=args.num_blocks)
     check_available(engine)
     bisect = args.bisect_steps if args.bisect_steps is not None else (0 if args.quick else 3)
     max_programs = args.max_programs or (QUICK_MAX_PROGRAMS if args.quick else 4000)
@@ -106,7 +114,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         seed=args.seed, num_programs=num_programs,
         rates=tuple(sorted(_positive_floats(args.rates, "rates"))) if args.rates else None,
         slo_s=_positive_floats(args.slo, "SLO") if args.slo else None,
-        slo_multiples=_positive_floats(args.slo_multiple, "SLO multiples"),
+        slo_multiples=_positive_floats(args.slo_multiple or "5,10", "SLO multiples"),
         bisect_steps=bisect, check_doubling=not (args.no_doubling_check or args.quick),
         unloaded_programs=5 if args.quick else 30, max_programs=max_programs,
     )
@@ -117,7 +125,10 @@ def _fmt_ratio(x: float | None) -> str:
 
 
 def print_summary(result: dict) -> None:
-    print(f"workload {result['workload']}, preset {result['preset']}, {result['engines']} engine(s), "
+    eng = result["engine"]
+    blocks = eng["num_blocks"] if eng["num_blocks"] is not None else "preset's"
+    print(f"workload {result['workload']}, preset {result['preset']}, {result['engines']} engine(s) "
+          f"({eng['kind']}, max_num_seqs {eng['max_num_seqs']}, KV blocks {blocks}), "
           f"router {result['router']}, {result['num_programs']} programs/point, seed {result['seed']}")
     u = result["unloaded"]
     if u:
@@ -140,7 +151,9 @@ def print_summary(result: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from loadgen.sim.report import run_experiment
 
-    if is_kv_mode(args):  # issue 6: --kv-policy, --router affinity, --fairness, --belady
+    kv_mode = is_kv_mode(args)  # issue 6: --kv-policy, --router affinity, --fairness, --belady
+    refuse_foreign_options(args, kv_mode)  # an option the mode would ignore is an error, not a no-op
+    if kv_mode:
         return run_kv(args)
     config = config_from_args(args)
     commit = _git_commit()  # before the run: the code it imports

@@ -23,6 +23,8 @@ class EngineOptions:
     prefix_cache: bool = True
     preemption: str = "recompute"
     beta: float | None = DEFAULT_BETA
+    max_num_seqs: int = 256  # running calls per engine (vLLM's max_num_seqs)
+    num_blocks: int | None = None  # KV blocks per engine; None: the preset's
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -33,6 +35,10 @@ class EngineOptions:
             raise ValueError(f"unknown preemption {self.preemption!r}; valid: {', '.join(PREEMPTION_MODES)}")
         if self.beta is not None and not self.beta > 0:
             raise ValueError(f"beta must be positive or 'none', got {self.beta}")
+        if self.max_num_seqs < 1:
+            raise ValueError(f"--max-num-seqs must be >= 1, got {self.max_num_seqs}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ValueError(f"--num-blocks must be >= 1, got {self.num_blocks}")
 
     def for_variant(self, variant: PolicyVariant) -> EngineOptions:
         """The settings a policy variant runs on (fcfs-v0 carries its own)."""
@@ -40,7 +46,8 @@ class EngineOptions:
             kind=self.kind, preset=self.preset,
             batching=variant.batching or self.batching,
             prefix_cache=self.prefix_cache if variant.prefix_cache is None else variant.prefix_cache,
-            preemption=self.preemption, beta=self.beta,
+            preemption=self.preemption, beta=self.beta, max_num_seqs=self.max_num_seqs,
+            num_blocks=self.num_blocks,
         )
 
     def to_json(self) -> dict:
@@ -71,11 +78,13 @@ def build_engines(options: EngineOptions, policy: SchedulingPolicy, directory: D
 
         cfg = LiteEngineConfig(preset=options.preset, mode=options.batching,
                                prefix_caching=options.prefix_cache, preemption=options.preemption,
-                               starvation=starvation)
+                               starvation=starvation, max_num_seqs=options.max_num_seqs,
+                               num_blocks=options.num_blocks)
         return [LiteEngine(eid, policy, directory, cfg) for eid in ids]
     check_available(options)
     from shared.engine.vllm_emulated import EmulatedVllmEngine
 
     return [EmulatedVllmEngine(eid, policy, directory, preset=options.preset, starvation=starvation,
-                               chunked_prefill=options.batching == "v1", prefix_caching=options.prefix_cache)
+                               chunked_prefill=options.batching == "v1", prefix_caching=options.prefix_cache,
+                               max_num_seqs=options.max_num_seqs, num_kv_blocks=options.num_blocks)
             for eid in ids]

@@ -27,6 +27,8 @@ from shared.core.policy import PolicyName, parse_policy
 from shared.engine.cost_model import get_preset
 
 KV_DEFAULT_PROGRAMS = 40
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default
+DEFAULT_SLO_TASK_MULTIPLE = 3.0
 
 
 def add_kv_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,10 +41,13 @@ def add_kv_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --belady: also replay each recorded trace at these KV capacities (comma list "
                         "of blocks): the eviction policies on one access stream, from no pressure to thrashing")
     g.add_argument("--fairness", default=None, help=f"comma list of {', '.join(FAIRNESS_MODES)} (default off)")
-    g.add_argument("--num-blocks", type=int, default=None, help="KV blocks per engine (default: the preset's)")
-    g.add_argument("--max-num-seqs", type=int, default=256, help="running calls per engine (default 256)")
-    g.add_argument("--slo-task-multiple", type=float, default=3.0,
-                   help="tenant SLO = this x the mean isolated task completion time of its class (default 3)")
+    g.add_argument("--num-blocks", type=int, default=None,
+                   help="KV blocks per engine, both modes (default: the preset's)")
+    g.add_argument("--max-num-seqs", type=int, default=None,
+                   help=f"running calls per engine, both modes (default {DEFAULT_MAX_NUM_SEQS})")
+    g.add_argument("--slo-task-multiple", type=float, default=None,
+                   help="KV mode: tenant SLO = this x the mean isolated task completion time of its class "
+                        f"(default {DEFAULT_SLO_TASK_MULTIPLE:g})")
 
 
 def is_kv_mode(args: argparse.Namespace) -> bool:
@@ -76,10 +81,14 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
         raise ValueError(f"--engines must be a positive integer, got {args.engines}")
     if args.num_blocks is not None and args.num_blocks < 1:
         raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
-    if args.max_num_seqs < 1:
-        raise ValueError(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")
-    if not (args.slo_task_multiple > 0 and math.isfinite(args.slo_task_multiple)):
-        raise ValueError(f"--slo-task-multiple must be positive, got {args.slo_task_multiple}")
+    max_num_seqs = DEFAULT_MAX_NUM_SEQS if args.max_num_seqs is None else args.max_num_seqs
+    if max_num_seqs < 1:
+        raise ValueError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
+    slo_multiple = DEFAULT_SLO_TASK_MULTIPLE if args.slo_task_multiple is None else args.slo_task_multiple
+    if not (slo_multiple > 0 and math.isfinite(slo_multiple)):
+        raise ValueError(f"--slo-task-multiple must be positive, got {slo_multiple}")
+    if args.locality_threshold < 0:
+        raise ValueError(f"--locality-threshold must be >= 0, got {args.locality_threshold}")
     num_programs = args.programs if args.programs is not None else KV_DEFAULT_PROGRAMS
     if num_programs < 2:
         raise ValueError(f"--programs must be at least 2, got {num_programs}")
@@ -97,17 +106,21 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
                              f"{args.belady_capacities!r}") from None
         if not capacities or min(capacities) < 1:
             raise ValueError(f"--belady-capacities must be positive block counts, got {args.belady_capacities!r}")
-    policies = tuple(parse_policy(n) for n in (args.policies or "fcfs").split(",") if n.strip())
+    kv_names = "fcfs, mlfq, plas, atlas"
+    try:
+        policies = tuple(parse_policy(n) for n in (args.policies or "fcfs").split(",") if n.strip())
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the KV mode takes {kv_names})") from None
     if not policies or PolicyName.SRPT in policies:
-        raise ValueError("the KV mode takes non-clairvoyant policies: fcfs, mlfq, plas, atlas")
+        raise ValueError(f"the KV mode takes non-clairvoyant policies: {kv_names}")
     return KvExperimentConfig(
         workload=args.workload, kv_policies=kv, routers=parse_routers(args.router or "least-loaded,affinity"),
         policies=policies,
         fairness=parse_list(args.fairness or "off", FAIRNESS_MODES, "fairness mode"),
         num_engines=args.engines, engine=args.engine, rate=rates[0], num_programs=num_programs, seed=args.seed,
         preset=args.preset.strip().lower(), num_blocks=args.num_blocks, batching=args.batching,
-        max_num_seqs=args.max_num_seqs,
-        beta=parse_beta(args.beta), slo_multiple=args.slo_task_multiple, belady=args.belady,
+        max_num_seqs=max_num_seqs, locality_threshold_tokens=args.locality_threshold,
+        beta=parse_beta(args.beta), slo_multiple=slo_multiple, belady=args.belady,
         belady_capacities=capacities)
 
 

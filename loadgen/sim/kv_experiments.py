@@ -96,6 +96,7 @@ class KvExperimentConfig:
     preset: str = "llama3.1-8b-a100"
     num_blocks: int | None = None  # per engine; None: the preset's
     max_num_seqs: int = 256  # per engine (vLLM's max_num_seqs)
+    locality_threshold_tokens: int = 2048  # router locality's (paper: 2048)
     batching: str = "v1"
     beta: float | None = StarvationConfig().beta
     slo_multiple: float = 3.0
@@ -192,7 +193,7 @@ class KvExperiment:
                                                         hold_when="open" if fair == "afs-hold-open" else "at-risk")
                                if fair != "off" else None)
         base_router = RouterName.LEAST_LOADED if router == AFFINITY else RouterName(router)
-        sim_cfg = SimConfig(policy, base_router, time_cap_s=self.time_cap_s)
+        sim_cfg = SimConfig(policy, base_router, cfg.locality_threshold_tokens, time_cap_s=self.time_cap_s)
         t0 = time.perf_counter()
         sim = KvSimulation(self.programs, self.arrivals, engines, directory, sim_cfg, options)
         outcome = sim.run()
@@ -297,6 +298,7 @@ def run_kv_experiment(config: KvExperimentConfig, progress: Callable[[str], None
         "preset": config.preset,
         "num_blocks": config.num_blocks or CostModel(config.preset).num_kv_blocks,
         "max_num_seqs": config.max_num_seqs,
+        "locality_threshold_tokens": config.locality_threshold_tokens,
         "batching": config.batching,
         "slo_multiple": config.slo_multiple,
         "slo_by_tenant_class_s": exp.slo_by_class,
