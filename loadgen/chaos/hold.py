@@ -15,10 +15,9 @@ import random
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from loadgen.chaos.stack import ChaosStack
 from loadgen.live.lean_http import ERRORS, LeanHttpPool
+from shared.stats import percentile
 
 
 @dataclass
@@ -138,8 +137,8 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
             if time.monotonic() >= next_minute:
                 recent = latencies[-2000:]
                 minutes.append({"minute": len(minutes) + 1, **outcomes, "in_flight": len(tasks),
-                                "p50_s": round(float(np.percentile(recent, 50)), 3) if recent else None,
-                                "p99_s": round(float(np.percentile(recent, 99)), 3) if recent else None,
+                                "p50_s": round(percentile(recent, 50), 3) if recent else None,
+                                "p99_s": round(percentile(recent, 99), 3) if recent else None,
                                 "rss_mib": stack.rss_mib(),
                                 "load_avg_1m": round(os.getloadavg()[0], 2)})  # the machine is shared
                 say(f"minute {len(minutes)}: {outcomes}, in flight {len(tasks)}")
@@ -155,8 +154,8 @@ async def hold(stack: ChaosStack, plan: HoldPlan, rate_per_s: float, say) -> dic
         "late_wait_s": round(late_s, 1),  # total time arrivals waited for a slot (0: the stack kept up)
         "max_in_flight": plan.max_in_flight,
         "error_codes": error_codes,
-        "latency_s": {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else None,
-                      "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else None},
+        "latency_s": {"p50": round(percentile(latencies, 50), 3) if latencies else None,
+                      "p99": round(percentile(latencies, 99), 3) if latencies else None},
         "rss_mib": {"start": rss_start, "end": stack.rss_mib()},
         "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "minutes": minutes,

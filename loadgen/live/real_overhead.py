@@ -28,11 +28,7 @@ from pathlib import Path
 import httpx
 
 from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready, write_json
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+from shared.stats import percentile
 
 
 def start_servers(state: Path, startup_s: float = 400.0,
@@ -96,7 +92,7 @@ async def _long(http, url: str, chars: int, seed: int) -> tuple[float, int]:
 
 
 def _summary(samples: list[float]) -> dict:
-    return {"p50_ms": round(_pct(samples, 50) * 1e3, 2), "p99_ms": round(_pct(samples, 99) * 1e3, 2),
+    return {"p50_ms": round(percentile(samples, 50) * 1e3, 2), "p99_ms": round(percentile(samples, 99) * 1e3, 2),
             "mean_ms": round(statistics.fmean(samples) * 1e3, 2), "n": len(samples)}
 
 
@@ -160,7 +156,7 @@ async def measure(mesh_url: str, direct_url: str, rounds: int, concurrency: int,
     return {**result,
             "long_prompt": {"chars": long_chars, "prompt_tokens": prompt_tokens,
                             "mesh": _summary(long["mesh"]), "direct": _summary(long["direct"]),
-                            "added_p50_ms": round((_pct(long["mesh"], 50) - _pct(long["direct"], 50)) * 1e3, 1)}}
+                            "added_p50_ms": round((percentile(long["mesh"], 50) - percentile(long["direct"], 50)) * 1e3, 1)}}
 
 
 def main(argv: list[str] | None = None) -> int:

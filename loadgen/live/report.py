@@ -11,16 +11,7 @@ import math
 from collections import Counter
 
 from loadgen.live.driver import LiveProgramRecord
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 100]) of an ascending list (as the simulator's)."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+from shared.stats import percentile
 
 
 def _rate(times_s: list[float]) -> float:

@@ -14,6 +14,7 @@ import math
 from loadgen.workloads.spec import ProgramSpec
 from shared.core.policy import SchedulingPolicy, parse_policy
 from shared.engine.api import DictProgramDirectory
+from shared.stats import percentile
 
 
 def simulate_point(programs: list[ProgramSpec], policy: str, engines: int, max_num_seqs: int | None,
@@ -38,18 +39,9 @@ def simulate_point(programs: list[ProgramSpec], policy: str, engines: int, max_n
         "completed_programs": len(done),
         "completed_per_s": len(done) / span_s if done else 0.0,
         "mean_norm_latency_s": sum(done) / len(done) if done else math.nan,
-        "p95_norm_latency_s": _percentile(done, 95),
-        "p99_norm_latency_s": _percentile(done, 99),
+        "p95_norm_latency_s": percentile(done, 95),
+        "p99_norm_latency_s": percentile(done, 99),
         "regime": {k: regime[k] for k in ("mean_running_calls", "mean_waiting_calls", "max_waiting_calls",
                                           "mean_kv_use", "max_kv_use", "preemptions", "promotions")
                    if k in regime},
     }
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

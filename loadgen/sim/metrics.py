@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from shared.engine.api import CallCompletion, StepReport
+from shared.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -88,16 +89,6 @@ class RegimeAccumulator:
             "prefix_hit_rate": self.prefix_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
             "promotions": self.promotions,
         }
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 100]) of an ascending list."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def window_throughput_ratio(arrivals_s: list[float], finishes_s: list[float],

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from loadgen.workloads.spec import ProgramSpec
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]); 0 for an empty list."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return float(ordered[rank - 1])
+from shared.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -27,8 +18,9 @@ class Row:
 
     @classmethod
     def of(cls, metric: str, values: list[float]) -> Row:
-        mean = sum(values) / len(values) if values else 0.0
-        return cls(metric, mean, percentile(values, 50), percentile(values, 99), max(values, default=0.0))
+        if not values:
+            return cls(metric, 0.0, 0.0, 0.0, 0.0)
+        return cls(metric, sum(values) / len(values), percentile(values, 50), percentile(values, 99), max(values))
 
 
 def new_prompt_tokens(program: ProgramSpec) -> list[int]:

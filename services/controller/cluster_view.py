@@ -5,7 +5,6 @@ No I/O here: the handlers feed it messages with the receive time, and `decide` a
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from shared.core.starvation import (
@@ -15,6 +14,7 @@ from shared.core.starvation import (
     WaitingCall,
     plan_promotions,
 )
+from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol.programs import is_one_call_program
 
@@ -31,8 +31,11 @@ class ClusterView:
     max_programs: int = 100_000  # programs remembered, least recently updated forgotten first (backstop)
     # programs whose session closed recently: updates of their last calls still arrive after the
     # close and must not bring them back (bounded: 50 closes a second for 5 minutes)
-    closed: OrderedDict[str, None] = field(default_factory=OrderedDict)
     max_closed: int = 16_384
+    closed: LRU[str, None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.closed = LRU(self.max_closed)
 
     def on_snapshot(self, snapshot: m.EngineQueueSnapshot, now_s: float) -> None:
         self.snapshots[snapshot.engine_id] = (now_s, snapshot)
@@ -57,10 +60,7 @@ class ClusterView:
     def on_session_closed(self, program_id: str) -> None:
         """Its session closed or expired: memory follows open programs, not history."""
         self.forget(program_id)
-        self.closed[program_id] = None
-        self.closed.move_to_end(program_id)
-        while len(self.closed) > self.max_closed:
-            self.closed.popitem(last=False)
+        self.closed.put(program_id, None)
 
     def forget(self, program_id: str) -> None:
         for table in (self.totals, self.epochs, self.last_promoted_s):

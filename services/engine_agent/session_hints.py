@@ -16,12 +16,12 @@ bounded table: the `max_calls` most recent calls, far more than an engine holds 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 
 from shared.core.kv_retention import RetentionConfig
 from shared.engine.api import EngineCall, output_segment_id
 from shared.engine.lite.retention import SessionHint
+from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol.programs import one_call_program_id
 
@@ -30,10 +30,8 @@ class SessionHintBook:
     def __init__(self, route_of: Callable[[str], m.RouteCall | None], max_calls: int = 16_384,
                  max_sessions: int = 65_536) -> None:
         self._route_of = route_of  # call id -> its RouteCall while the agent holds it
-        self._hints: OrderedDict[str, SessionHint] = OrderedDict()  # call id -> hint
-        self._last_context: OrderedDict[str, frozenset[str]] = OrderedDict()  # session -> segment ids
-        self._max_calls = max_calls
-        self._max_sessions = max_sessions
+        self._hints: LRU[str, SessionHint] = LRU(max_calls)  # call id -> hint, oldest written first out
+        self._last_context: LRU[str, frozenset[str]] = LRU(max_sessions)  # session -> segment ids
 
     def hint(self, call: EngineCall) -> SessionHint:
         hint = self._hints.get(call.call_id)
@@ -46,9 +44,7 @@ class SessionHintBook:
         else:
             hint = SessionHint(session_id, next_tool=route.next_tool, obs_tokens=self._observed(session_id, call),
                                idle_hint_s=route.next_tool_idle_s)
-        self._hints[call.call_id] = hint
-        while len(self._hints) > self._max_calls:
-            self._hints.popitem(last=False)
+        self._hints.put(call.call_id, hint)
         return hint
 
     def forget_session(self, session_id: str) -> None:
@@ -60,11 +56,8 @@ class SessionHintBook:
         obs = 0
         if previous is not None:
             obs = sum(n for seg_id, n in call.prompt_segments if seg_id not in previous)
-        self._last_context[session_id] = frozenset(
-            [seg_id for seg_id, _ in call.prompt_segments] + [output_segment_id(call.call_id)])
-        self._last_context.move_to_end(session_id)
-        while len(self._last_context) > self._max_sessions:
-            self._last_context.popitem(last=False)
+        self._last_context.put(session_id, frozenset(
+            [seg_id for seg_id, _ in call.prompt_segments] + [output_segment_id(call.call_id)]))
         return obs
 
 

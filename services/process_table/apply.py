@@ -17,13 +17,12 @@ beyond it, and for the rare late completion that brings a closed session back in
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.process_table.fold import Completion, ProgramRow
 from services.process_table.repository import Applied, FastPathMissed, apply_completions, apply_known
 from services.process_table.views import ServiceUpdate
+from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program
 
 MAX_CACHED_PROGRAMS = 100_000
@@ -34,7 +33,7 @@ class ProgramCache:
 
     def __init__(self, max_programs: int = MAX_CACHED_PROGRAMS) -> None:
         self.max_programs = max_programs
-        self._rows: OrderedDict[str, ProgramRow] = OrderedDict()
+        self._rows: LRU[str, ProgramRow] = LRU(max_programs)
 
     def lookup_all(self, program_ids: set[str]) -> dict[str, ProgramRow] | None:
         rows = {}
@@ -47,10 +46,7 @@ class ProgramCache:
 
     def put(self, rows: list[ProgramRow]) -> None:
         for row in rows:
-            self._rows[row.program_id] = row
-            self._rows.move_to_end(row.program_id)
-        while len(self._rows) > self.max_programs:
-            self._rows.popitem(last=False)
+            self._rows.put(row.program_id, row)
 
     def drop(self, program_ids) -> None:
         for p in program_ids:

@@ -37,6 +37,7 @@ from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+from shared.stats import percentile
 
 REQUEST_CONCURRENCY = 16  # session requests in flight per instance (each holds a pooled connection)
 MAX_RETRY_DELAY_S = 2.0  # backoff ceiling while a completion batch keeps failing to commit
@@ -299,14 +300,14 @@ class ProcessTableService:
         except Exception as exc:  # the answer is the report: any failure means "not healthy"
             return False, f"database: {type(exc).__name__}: {exc}"
         batches = max(1, self.num_batches)
-        in_service = sorted(self.in_service_s) or [0.0]
-        batch_db = sorted(self.batch_db_s) or [0.0]
+        in_service = list(self.in_service_s) or [0.0]
+        batch_db = list(self.batch_db_s) or [0.0]
         return True, (f"applied_calls={self.num_applied_calls} batches={self.num_batches} "
                       f"fast_batches={self.applier.num_fast} general_batches={self.applier.num_general} "
                       f"mean_batch={self.batch_events_total / batches:.1f} "
                       f"db_ms_per_batch={1e3 * self.db_s_total / batches:.2f} "
-                      f"db_ms_p50={1e3 * batch_db[len(batch_db) // 2]:.2f} "
-                      f"db_ms_p99={1e3 * batch_db[int(0.99 * (len(batch_db) - 1))]:.2f} "
+                      f"db_ms_p50={1e3 * percentile(batch_db, 50):.2f} "
+                      f"db_ms_p99={1e3 * percentile(batch_db, 99):.2f} "
                       f"publish_ms_per_batch={1e3 * self.publish_s_total / batches:.2f} "
-                      f"in_service_ms_p50={1e3 * in_service[len(in_service) // 2]:.2f} "
-                      f"in_service_ms_p99={1e3 * in_service[int(0.99 * (len(in_service) - 1))]:.2f}")
+                      f"in_service_ms_p50={1e3 * percentile(in_service, 50):.2f} "
+                      f"in_service_ms_p99={1e3 * percentile(in_service, 99):.2f}")

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from shared.bus import Bus, Incoming
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.stats import percentile
 
 MAX_PENDING_PUBLISHES = 2000  # async JetStream publishes in flight before the driver waits for acks
 
@@ -208,7 +209,7 @@ async def run_propagation(bus: Bus, rate_per_s: float, duration_s: float, num_pr
     lat_ms = sorted(x * 1e3 for x in watcher.latencies_s)
 
     def pct(q: float) -> float:
-        return round(lat_ms[min(len(lat_ms) - 1, int(q * len(lat_ms)))], 3)
+        return round(percentile(lat_ms, q * 100), 3)
 
     return PropagationResult(
         target_rate_per_s=rate_per_s, achieved_rate_per_s=round(num_events / elapsed, 1), num_events=len(lat_ms),

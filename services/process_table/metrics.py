@@ -11,11 +11,10 @@ applied its calls and closed it (exact with one replica, which `autellix up` run
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from prometheus_client import Counter, Histogram
 
 from services.process_table.views import ProgramView, ServiceUpdate
+from shared.lru import LRU
 from shared.metric_labels import BoundedLabel
 from shared.protocol.programs import is_one_call_program
 
@@ -48,7 +47,7 @@ class _SessionTotals:
         self.last_finish_s = 0.0
 
 
-_open: OrderedDict[str, _SessionTotals] = OrderedDict()
+_open: LRU[str, _SessionTotals] = LRU(MAX_TRACKED_SESSIONS)
 
 
 def session_opened(view: ProgramView) -> None:
@@ -73,9 +72,8 @@ def completions_applied(updates: list[ServiceUpdate], completions: list) -> None
             continue
         totals = _open.get(done.program_id)
         if totals is None:
-            totals = _open[done.program_id] = _SessionTotals()
-            while len(_open) > MAX_TRACKED_SESSIONS:
-                _open.popitem(last=False)
+            totals = _SessionTotals()
+            _open.put(done.program_id, totals)
         totals.output_tokens += done.output_tokens
         totals.last_finish_s = max(totals.last_finish_s, done.completed_at_s or 0.0)
 

@@ -13,12 +13,11 @@ in services/router/stealing.py and re-pins the sessions it moves (`repin`).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from services.router.decision import EngineChooser, NoEngineError, RouteRequest
 from services.router.engine_table import EngineTable
 from shared.core.affinity import AffinityConfig, Pin, route_with_affinity
 from shared.core.routing import RouteDecision, RouterName
+from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program
 
 
@@ -26,8 +25,7 @@ class AffinityChooser(EngineChooser):
     def __init__(self, table: EngineTable, config: AffinityConfig, pin_capacity: int = 100_000) -> None:
         super().__init__(table, RouterName.LEAST_LOADED, locality_threshold_tokens=0, primary_capacity=pin_capacity)
         self.config = config
-        self._pins: OrderedDict[str, Pin] = OrderedDict()  # session -> pin (LRU bounded)
-        self._pin_capacity = pin_capacity
+        self._pins: LRU[str, Pin] = LRU(pin_capacity)  # session -> pin
         self.num_repins = 0  # pins moved because their engine left
 
     def pin_of(self, program_id: str) -> Pin | None:
@@ -48,17 +46,13 @@ class AffinityChooser(EngineChooser):
         if not is_one_call_program(req.program_id):
             if pin is not None and route.pin.engine_id != pin.engine_id:
                 self.num_repins += 1
-            self._pins[req.program_id] = route.pin
-            self._pins.move_to_end(req.program_id)
-            while len(self._pins) > self._pin_capacity:
-                self._pins.popitem(last=False)
+            self._pins.put(req.program_id, route.pin)
         self.table.add_load(route.engine_id, req.prompt_tokens + req.max_output_tokens)
         return RouteDecision(route.engine_id, route.reason)
 
     def repin(self, program_id: str, pin: Pin) -> None:
         """A work-stealing move: the session's KV (and its next calls) live on `pin.engine_id` now."""
-        self._pins[program_id] = pin
-        self._pins.move_to_end(program_id)
+        self._pins.put(program_id, pin)
 
     def forget_program(self, program_id: str) -> None:
         self._pins.pop(program_id, None)

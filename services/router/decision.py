@@ -8,11 +8,11 @@ are never entered, and the LRU bound (`primary_capacity`) is the backstop for a 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from services.router.engine_table import EngineTable
 from shared.core.routing import RouteDecision, RouterName, choose_engine
+from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program
 
 
@@ -35,8 +35,7 @@ class EngineChooser:
         self.router = router
         self.locality_threshold_tokens = locality_threshold_tokens
         self._rr_index = 0
-        self._primary: OrderedDict[str, str] = OrderedDict()  # program -> engine (LRU bounded)
-        self._primary_capacity = primary_capacity
+        self._primary: LRU[str, str] = LRU(primary_capacity)  # program -> engine
 
     def primary_engine(self, program_id: str) -> str | None:
         return self._primary.get(program_id)
@@ -52,10 +51,7 @@ class EngineChooser:
         # the first engine a program runs on holds its KV: it stays the primary while it lives;
         # a one-call program has no next call, so it is not remembered
         if (primary is None or primary not in loads) and not is_one_call_program(req.program_id):
-            self._primary[req.program_id] = decision.engine_id
-            self._primary.move_to_end(req.program_id)
-            while len(self._primary) > self._primary_capacity:
-                self._primary.popitem(last=False)
+            self._primary.put(req.program_id, decision.engine_id)
         self.table.add_load(decision.engine_id, req.prompt_tokens + req.max_output_tokens)
         return decision
 

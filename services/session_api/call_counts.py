@@ -12,15 +12,13 @@ is too low (an API restart, an evicted session) only means the engine trusts its
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program
 
 
 class SessionCallCounts:
     def __init__(self, max_sessions: int = 65_536) -> None:
-        self._counts: OrderedDict[str, int] = OrderedDict()
-        self._max_sessions = max_sessions
+        self._counts: LRU[str, int] = LRU(max_sessions)
 
     def get(self, program_id: str) -> int | None:
         """The completions seen so far; None for a one-call program (it has no earlier calls)."""
@@ -31,10 +29,7 @@ class SessionCallCounts:
     def completed(self, program_id: str) -> None:
         if is_one_call_program(program_id):
             return
-        self._counts[program_id] = self._counts.get(program_id, 0) + 1
-        self._counts.move_to_end(program_id)
-        while len(self._counts) > self._max_sessions:
-            self._counts.popitem(last=False)
+        self._counts.put(program_id, self._counts.get(program_id, 0) + 1)
 
     def forget(self, program_id: str) -> None:
         self._counts.pop(program_id, None)

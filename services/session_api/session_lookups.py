@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
+from shared.lru import LRU
 from shared.protocol import messages as m
 
 MAX_CACHED_SESSIONS = 10_000
@@ -29,7 +29,7 @@ class SessionLookups:
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self.clock = clock
-        self._cached: OrderedDict[str, tuple[float, m.SessionInfo]] = OrderedDict()
+        self._cached: LRU[str, tuple[float, m.SessionInfo]] = LRU(max_sessions)
         self._in_flight: dict[str, asyncio.Future] = {}
 
     async def lookup(self, program_id: str, fetch: Callable[[], Awaitable[m.SessionInfo]],
@@ -49,10 +49,7 @@ class SessionLookups:
         finally:
             self._in_flight.pop(program_id, None)
         if info.state == "open" and self.ttl_s > 0:
-            self._cached[program_id] = (self.clock(), info)
-            self._cached.move_to_end(program_id)
-            while len(self._cached) > self.max_sessions:
-                self._cached.popitem(last=False)
+            self._cached.put(program_id, (self.clock(), info))
         else:
             self._cached.pop(program_id, None)
         return info

@@ -15,11 +15,11 @@ a session are one-call programs: nothing to check.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Collection
 
 from services.session_api.errors import ApiError
 from shared.core.program import ROOT_THREAD
+from shared.lru import LRU
 
 MAX_REMEMBERED_SESSIONS = 10_000  # sessions whose placed threads are remembered (LRU)
 
@@ -32,17 +32,15 @@ class SessionThreads:
     def __init__(self, max_threads: int, max_sessions: int = MAX_REMEMBERED_SESSIONS) -> None:
         self.max_threads = max_threads
         self.max_sessions = max_sessions
-        self._placed: OrderedDict[str, set[str]] = OrderedDict()  # program id -> threads placed here
+        self._placed: LRU[str, set[str]] = LRU(max_sessions)  # program id -> threads placed here
 
     def admit(self, program_id: str, in_table: Collection[str], thread_id: str, parent: str | None,
               shown_as: str) -> None:
         """Refuse the call (400) or remember its thread as one of the session's."""
-        placed = self._placed.get(program_id)
+        placed = self._placed.touch(program_id)
         if placed is None:
-            placed = self._placed[program_id] = set()
-            while len(self._placed) > self.max_sessions:
-                self._placed.popitem(last=False)
-        self._placed.move_to_end(program_id)
+            placed = set()
+            self._placed.put(program_id, placed)
         if thread_id in in_table or thread_id in placed:
             return  # a known thread: its parent mattered only at its first call
         if parent is not None and parent != ROOT_THREAD and parent not in in_table and parent not in placed:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections import OrderedDict
 
 from shared.engine.api import Segment, output_segment_id
+from shared.lru import LRU
 
 CHARS_PER_TOKEN = 4
 
@@ -66,15 +66,11 @@ class OutputIndex:
     """
 
     def __init__(self, capacity: int = 200_000) -> None:
-        self._capacity = capacity
-        self._by_segment: OrderedDict[str, str] = OrderedDict()
+        self._by_segment: LRU[str, str] = LRU(capacity)
 
     def remember(self, response_text: str, call_id: str, salt: str = "") -> None:
         key = content_segment_id("assistant", response_text, salt)
-        self._by_segment[key] = call_id
-        self._by_segment.move_to_end(key)
-        while len(self._by_segment) > self._capacity:
-            self._by_segment.popitem(last=False)
+        self._by_segment.put(key, call_id)
 
     def segment_for(self, role: str, content: str, salt: str = "") -> Segment:
         seg_id = content_segment_id(role, content, salt)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from shared.core.kv_retention import RetentionConfig, RetentionTable
 from shared.core.tool_profiles import ToolProfileConfig, ToolProfiles
+from shared.lru import LRU
 
 NO_NEXT_USE = float("inf")
 
@@ -267,21 +268,19 @@ def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
 
 def replay_lru(trace: BlockTrace) -> PolicyResult:
     """Plain LRU over blocks, references ignored. O(n)."""
-    lru: OrderedDict[Hashable, None] = OrderedDict()
+    lru: LRU[Hashable, None] = LRU(trace.capacity_blocks)
     seen: set[Hashable] = set()
     misses = compulsory = 0
     for a in trace.accesses:
         b = a.block_id
         if b in lru:
-            lru.move_to_end(b)
+            lru.touch(b)
             continue
         misses += 1
         if b not in seen:
             compulsory += 1
             seen.add(b)
-        if len(lru) >= trace.capacity_blocks:
-            lru.popitem(last=False)
-        lru[b] = None
+        lru.put(b, None)
     return PolicyResult("lru", len(trace.accesses), misses, compulsory)
 
 

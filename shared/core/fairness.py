@@ -27,9 +27,10 @@ running keep running; held calls are submitted at the first epoch without a hold
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from shared.lru import LRU
 
 DEFAULT_TASK_CLASS = "default"
 
@@ -75,17 +76,14 @@ class WorkEstimator:
 
     def __init__(self, cfg: FairnessConfig | None = None) -> None:
         self.cfg = cfg or FairnessConfig()
-        self._means: OrderedDict[tuple[str, str], float] = OrderedDict()  # tenant "" = all tenants
+        self._means: LRU[tuple[str, str], float] = LRU(self.cfg.max_classes)  # tenant "" = all tenants
 
     def observe_completion(self, tenant_id: str, task_class: str, work_s: float) -> None:
         if not (work_s >= 0 and math.isfinite(work_s)):
             return  # nothing sane to learn
         for key in ((tenant_id, task_class), ("", task_class)):
             old = self._means.get(key)
-            self._means[key] = work_s if old is None else old + self.cfg.alpha * (work_s - old)
-            self._means.move_to_end(key)
-        while len(self._means) > self.cfg.max_classes:
-            self._means.popitem(last=False)
+            self._means.put(key, work_s if old is None else old + self.cfg.alpha * (work_s - old))
 
     def mean_work_s(self, tenant_id: str, task_class: str) -> float:
         for key in ((tenant_id, task_class), ("", task_class)):

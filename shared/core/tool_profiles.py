@@ -20,9 +20,10 @@ clamp is reported in the result, never silently absorbed.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
+
+from shared.lru import LRU
 
 DEFAULT_TOOL = "default"
 
@@ -129,8 +130,8 @@ class ToolProfiles:
     def __init__(self, cfg: ToolProfileConfig | None = None) -> None:
         self.cfg = cfg or ToolProfileConfig()
         self._default = ToolProfile(self.cfg.prior_idle_s, self.cfg.prior_obs_tokens)
-        self._classes: OrderedDict[str, ToolProfile] = OrderedDict()  # LRU, oldest first
-        self._last_tool: OrderedDict[str, str] = OrderedDict()  # session -> tool class, LRU
+        self._classes: LRU[str, ToolProfile] = LRU(self.cfg.max_classes)
+        self._last_tool: LRU[str, str] = LRU(self.cfg.max_sessions)  # session -> tool class
 
     @property
     def num_classes(self) -> int:
@@ -153,9 +154,8 @@ class ToolProfiles:
         if name is not None:
             self._remember(session_id, name)
             return ToolResolution(name, ToolSource.HINT)
-        last = self._last_tool.get(session_id)
+        last = self._last_tool.touch(session_id)
         if last is not None:
-            self._last_tool.move_to_end(session_id)
             return ToolResolution(last, ToolSource.HISTORY)
         return ToolResolution(DEFAULT_TOOL, ToolSource.DEFAULT)
 
@@ -164,9 +164,7 @@ class ToolProfiles:
 
         A client's explicit duration hint (clamped) overrides the learned idle time.
         """
-        prof = self._classes.get(tool)
-        if prof is not None:
-            self._classes.move_to_end(tool)
+        prof = self._classes.touch(tool)
         known = prof is not None or (tool == DEFAULT_TOOL and self._default.num_samples > 0)
         prof = prof or self._default
         hint = clamp_amount(idle_hint_s, self.cfg.max_idle_s, "idle hint")
@@ -185,12 +183,11 @@ class ToolProfiles:
             return ObserveResult(name, math.nan, math.nan, notes, None)
         evicted = None
         if name != DEFAULT_TOOL:
-            prof = self._classes.get(name)
+            prof = self._classes.touch(name)
             if prof is None:
-                prof = self._classes[name] = ToolProfile(idle.value, obs.value)
-                if len(self._classes) > self.cfg.max_classes:
-                    evicted, _ = self._classes.popitem(last=False)
-            self._classes.move_to_end(name)
+                prof = ToolProfile(idle.value, obs.value)
+                gone = self._classes.put(name, prof)
+                evicted = gone[0][0] if gone else None
             prof.update(idle.value, obs.value, self.cfg.alpha)
             self._remember(session_id, name)
         self._default.update(idle.value, obs.value, self.cfg.alpha)
@@ -200,7 +197,4 @@ class ToolProfiles:
         self._last_tool.pop(session_id, None)
 
     def _remember(self, session_id: str, tool: str) -> None:
-        self._last_tool[session_id] = tool
-        self._last_tool.move_to_end(session_id)
-        if len(self._last_tool) > self.cfg.max_sessions:
-            self._last_tool.popitem(last=False)
+        self._last_tool.put(session_id, tool)

@@ -14,10 +14,9 @@ on ledgers stays as a backstop (e.g. a program whose call was cancelled here).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from shared.core.program import ProgramLedger, ServiceAggregation
 from shared.engine.api import CallCompletion
+from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program, one_call_program_id
 
 
@@ -25,25 +24,20 @@ class CachedProgramDirectory:
     def __init__(self, aggregation: ServiceAggregation, capacity: int = 100_000,
                  closed_capacity: int = 16_384) -> None:
         self.aggregation = aggregation
-        self._ledgers: OrderedDict[str, ProgramLedger] = OrderedDict()
-        self._capacity = capacity
+        self._ledgers: LRU[str, ProgramLedger] = LRU(capacity)
         # recently closed programs (updates of their last calls still arrive for a few seconds);
         # bounded by count: at 50 closes a second this remembers the last 5 minutes
-        self._closed: OrderedDict[str, None] = OrderedDict()
-        self._closed_capacity = closed_capacity
+        self._closed: LRU[str, None] = LRU(closed_capacity)
         # completions of each held program this view has folded (the table's count from its
         # updates, raised by local completions): compared with the API's count to tell a stale view
         self._completed: dict[str, int] = {}
 
     def ledger(self, program_id: str) -> ProgramLedger:
-        led = self._ledgers.get(program_id)
+        led = self._ledgers.touch(program_id)
         if led is None:
-            led = self._ledgers[program_id] = ProgramLedger(program_id)
-            while len(self._ledgers) > self._capacity:
-                evicted, _ = self._ledgers.popitem(last=False)
+            led = ProgramLedger(program_id)
+            for evicted, _ in self._ledgers.put(program_id, led):
                 self._completed.pop(evicted, None)
-        else:
-            self._ledgers.move_to_end(program_id)
         return led
 
     def promote(self, program_id: str) -> None:
@@ -102,10 +96,7 @@ class CachedProgramDirectory:
     def close(self, program_id: str) -> None:
         """The program's session closed or expired: forget it, and ignore its late updates."""
         self.forget(program_id)
-        self._closed[program_id] = None
-        self._closed.move_to_end(program_id)
-        while len(self._closed) > self._closed_capacity:
-            self._closed.popitem(last=False)
+        self._closed.put(program_id, None)
 
     def forget(self, program_id: str) -> None:
         self._ledgers.pop(program_id, None)

@@ -12,7 +12,6 @@ This module does not import vLLM itself; it reaches it through `shared.engine.vl
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from shared.engine.cost_model import DEFAULT_PRESET, CostModel
 from shared.engine.lite.retention import SessionHint
 from shared.engine.program_meta import EXTRA_ARGS_KEY
 from shared.engine.program_sched import SchedulerSettings
+from shared.lru import LRU
 
 VOCAB_LOW, VOCAB_HIGH = 1000, 32000  # fabricated ids stay clear of special tokens
 
@@ -41,8 +41,7 @@ class SegmentTokens:
     """Deterministic token ids per segment id (a seeded RNG per segment), LRU-memoized."""
 
     def __init__(self, max_segments: int = 8192) -> None:
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._max = max_segments
+        self._memo: LRU[str, np.ndarray] = LRU(max_segments)
 
     def tokens(self, segment_id: str, num_tokens: int) -> np.ndarray:
         arr = self._memo.get(segment_id)
@@ -51,10 +50,7 @@ class SegmentTokens:
             # generate in one go with headroom, so a segment that grows (an output) keeps its prefix
             size = max(num_tokens, 2 * len(arr) if arr is not None else 0, 64)
             arr = np.random.default_rng(seed).integers(VOCAB_LOW, VOCAB_HIGH, size=size, dtype=np.int64)
-            self._memo[segment_id] = arr
-        self._memo.move_to_end(segment_id)
-        while len(self._memo) > self._max:
-            self._memo.popitem(last=False)
+        self._memo.put(segment_id, arr)
         return arr[:num_tokens]
 
     def prompt(self, segments: tuple[Segment, ...]) -> list[int]:

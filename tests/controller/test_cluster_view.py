@@ -3,9 +3,9 @@ from shared.core.starvation import StarvationConfig
 from shared.protocol import messages as m
 
 
-def _view(beta=3.0):
+def _view(beta=3.0, **bounds):
     return ClusterView(starvation=StarvationConfig(beta=beta, min_service_s=1.0), cooldown_s=5.0,
-                       snapshot_max_age_s=2.0)
+                       snapshot_max_age_s=2.0, **bounds)
 
 
 def _snapshot(engine, program, wait_s):
@@ -57,8 +57,7 @@ def test_a_one_call_program_is_forgotten_when_its_update_arrives():
 
 
 def test_closed_ids_are_bounded():
-    view = _view()
-    view.max_closed = 3
+    view = _view(max_closed=3)
     for i in range(10):
         view.on_session_closed(f"s-{i}")
     assert list(view.closed) == ["s-7", "s-8", "s-9"]

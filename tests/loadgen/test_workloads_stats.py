@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from autellix.cli import main
 from loadgen.workloads import make_programs
-from loadgen.workloads.stats import new_prompt_tokens, percentile, shared_prompt_tokens, workload_rows
-
-
-def test_percentile_nearest_rank():
-    assert percentile([], 50) == 0.0
-    assert percentile([3, 1, 2], 50) == 2
-    assert percentile(list(range(1, 101)), 99) == 99
+from loadgen.workloads.stats import new_prompt_tokens, shared_prompt_tokens, workload_rows
 
 
 def test_rows_for_a_chain():
