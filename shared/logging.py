@@ -49,10 +49,28 @@ def configure_logging(service: str, environment: str = "development", level: str
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
-    # libraries that use the stdlib (nats-py, uvicorn, alembic) go to stderr at the same level
-    _stdlib_logging.basicConfig(level=max(numeric, _stdlib_logging.INFO), stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _route_stdlib_logging(service, use_json, max(numeric, _stdlib_logging.INFO))
     _configured = True
+
+
+def _route_stdlib_logging(service: str, use_json: bool, level: int) -> None:
+    """Libraries that use the stdlib (nats-py, uvicorn, alembic) write to stderr at the same level,
+    as JSON lines with the same fields as ours when ours are JSON (one parser for every line)."""
+    handler = _stdlib_logging.StreamHandler(sys.stderr)
+    if use_json:
+        def add_service(_logger, _name, event_dict):
+            event_dict.setdefault("service", service)
+            return event_dict
+        handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+            processor=structlog.processors.JSONRenderer(),
+            foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name,
+                               structlog.processors.TimeStamper(fmt="iso", utc=True), add_service,
+                               structlog.processors.format_exc_info]))
+    else:
+        handler.setFormatter(_stdlib_logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = _stdlib_logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
 
 
 def get_logger(**bound_fields: Any) -> structlog.typing.FilteringBoundLogger:

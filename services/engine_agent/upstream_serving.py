@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from shared import tracing
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.upstream_accounting import (
@@ -153,8 +154,9 @@ class UpstreamServing:
         body, hide_usage, seen = self._request(route)
         answered = False
         try:
-            async with self._http.post(self.base_url + route.endpoint, data=body,
-                                       headers={"Content-Type": "application/json"}) as resp:
+            # vLLM run with --otlp-traces-endpoint joins the call's trace from `traceparent`
+            headers = {"Content-Type": "application/json", **(tracing.outgoing_headers() or {})}
+            async with self._http.post(self.base_url + route.endpoint, data=body, headers=headers) as resp:
                 status, ctype = resp.status, resp.headers.get("Content-Type", "")
                 if status == 200 and ctype.startswith("text/event-stream"):
                     async for piece in self._events(resp, hide_usage, seen):

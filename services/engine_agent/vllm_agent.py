@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from services.engine_agent.completions import CompletionPublisher
+from shared import tracing
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
@@ -125,6 +126,12 @@ class VllmEngineAgent:
         return self.serving.answer(route)  # the upstream sets the program's priority itself
 
     async def _serve(self, live: VllmCall) -> None:
+        route = live.route
+        with tracing.child_span("engine_agent generate", {"autellix.call_id": route.call_id,
+                                "autellix.program_id": route.program_id, "autellix.engine_id": self.engine_id}):
+            await self._generate(live)
+
+    async def _generate(self, live: VllmCall) -> None:
         route = live.route
         status = 0
         try:

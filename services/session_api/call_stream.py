@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from services.session_api import recovery
+from services.session_api import metrics, recovery
 from services.session_api.errors import ApiError, unavailable
 from shared.protocol import messages as m
 from shared.protocol.errors import ErrorCode
@@ -138,6 +138,7 @@ class CallStream:
     def restart(self, engine_id: str) -> None:
         """The call now runs on `engine_id` from its start."""
         self.engine_id = engine_id
+        metrics.note_engine(engine_id)
         self._next_index = 0
         self._held = bytearray() if self.relay else []
         self.placed_reconnects = self._gateway.reconnects()

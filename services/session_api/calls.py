@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from services.session_api import metrics
 from services.session_api.errors import ApiError
 from services.session_api.schemas import ChatCompletionRequest, CompletionRequest
 from services.session_api.session_ids import program_id_for
@@ -131,6 +132,7 @@ def new_prepared(request: Request, tenant: str, ids: tuple[str | None, str, str 
     session_id, thread_id, parent = ids
     call_id = new_call_id()
     program_id = one_call_program_id(call_id) if session_id is None else program_id_for(tenant, session_id)
+    metrics.note_call(program_id, call_id)
     return PreparedCall(call_id=call_id, session_id=session_id, program_id=program_id,
                         thread_id=thread_id, parent_thread_id=parent, prompt_tokens=sum(n for _, n in segments),
                         prompt_segments=segments, max_tokens=max_tokens, started_s=time.perf_counter(),

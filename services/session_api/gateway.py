@@ -315,6 +315,7 @@ class Gateway:
             await stream.close()
             raise
         stream.engine_id = routed.engine_id
+        metrics.note_engine(routed.engine_id)
         stream.engine_incarnation = self.engine_incarnation(routed.engine_id)
         stream.route = route
         stream._release = lambda: self.limits.release(tenant, None if call.session_id is None else call.program_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import secrets
 import sys
 from contextlib import asynccontextmanager
@@ -10,6 +9,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from services.session_api.access_log import AccessLog
 from services.session_api.auth import KeyStore
 from services.session_api.errors import install_error_handlers
 from services.session_api.fast_path import FastCompletions
@@ -20,10 +20,10 @@ from services.session_api.request_guard import RequestGuard
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
 from services.settings_vocabulary import report_unknown_variables
-from shared.logging import configure_logging, get_logger
+from shared.logging import get_logger
+from shared.service_process import freeze_startup_heap, run_service
 
 DEV_TENANT = "dev"
-GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's default: 700)
 API_DESCRIPTION = """Program-aware LLM serving: an OpenAI-compatible API where a *session* is an agent
 program whose calls are scheduled together (PLAS/ATLAS).
 
@@ -63,7 +63,8 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
     # outermost: auth, size, time and JSON checks before any route reads the body (request_guard.py)
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_request_bytes,
                        max_json_depth=settings.max_json_depth, body_timeout_s=settings.http_body_timeout_s)
-    app.add_middleware(RequestMetrics)  # outermost: it sees every answer's status
+    app.add_middleware(RequestMetrics)  # it sees every answer's status
+    app.add_middleware(AccessLog, enabled=settings.access_log)  # outermost: its line times everything
     for module in (sessions, completions, models, health):
         app.include_router(module.router)
     return app
@@ -78,15 +79,13 @@ def uvicorn_options(settings: SessionApiSettings) -> dict:
 
 
 def run() -> int:
-    settings = SessionApiSettings()
-    configure_logging("session_api", settings.environment, settings.log_level, settings.log_json)
-    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
+    return run_service("session_api", SessionApiSettings(), serve, report_unknown=report_unknown_variables)
+
+
+def serve(settings: SessionApiSettings) -> None:
+    """Serve the app on uvicorn's own loop until a signal."""
     app = create_app(settings)
-    # the collector ran about a tenth of this process's CPU under load (py-spy --native), mostly
-    # re-scanning what was built at start-up: that leaves the collected heap, and collections
-    # come after more allocations
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD)
+    freeze_startup_heap()  # the collector ran about a tenth of this process's CPU under load
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", access_log=False,
+                log_config=None,  # uvicorn's loggers go through ours (shared/logging.py): same format
                 timeout_graceful_shutdown=5, **uvicorn_options(settings))
-    return 0

@@ -41,12 +41,17 @@ model_label = BoundedLabel(limit=64, empty="unknown")  # resolved names only: a 
 
 
 class RequestLabels:
-    __slots__ = ("tenant", "model", "counted")
+    """What one HTTP request learned on its way (for its metrics labels and its access-log line)."""
+
+    __slots__ = ("tenant", "model", "counted", "program_id", "call_id", "engine_id")
 
     def __init__(self) -> None:
         self.tenant = ""
         self.model = ""
         self.counted = False  # the route counted the call's outcome itself
+        self.program_id = ""
+        self.call_id = ""
+        self.engine_id = ""
 
 
 _REQUEST: ContextVar[RequestLabels | None] = ContextVar("autellix_api_request_labels", default=None)
@@ -65,6 +70,30 @@ def note_tenant(name: str) -> None:
 def note_model(name: str) -> None:
     """The request's model resolved to a served one."""
     _current().model = name
+
+
+def note_call(program_id: str, call_id: str) -> None:
+    req = _current()
+    req.program_id, req.call_id = program_id, call_id
+
+
+def note_engine(engine_id: str) -> None:
+    """The call was placed (or placed again, after a redispatch) on `engine_id`."""
+    _current().engine_id = engine_id
+
+
+def begin_request() -> tuple[RequestLabels, object]:
+    """A fresh record for the request now starting, current until `end_request(token)`."""
+    req = RequestLabels()
+    return req, _REQUEST.set(req)
+
+
+def end_request(token) -> None:
+    _REQUEST.reset(token)
+
+
+def request_in_progress() -> RequestLabels | None:
+    return _REQUEST.get()
 
 
 class _ByRequest:
@@ -115,8 +144,8 @@ class RequestMetrics:
         if endpoint is None and session_op is None:
             await self.app(scope, receive, send)
             return
-        req = RequestLabels()
-        token = _REQUEST.set(req)
+        outer = _REQUEST.get()  # the access log's record, when it runs outside us
+        req, token = (outer, None) if outer is not None else begin_request()
         status = 500  # what the client gets if the app raises before answering
 
         async def send_noting_status(message) -> None:
@@ -127,7 +156,8 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_noting_status)
         finally:
-            _REQUEST.reset(token)
+            if token is not None:
+                _REQUEST.reset(token)
             tenant = tenant_label(req.tenant)
             if endpoint is not None and status >= 400 and not req.counted:
                 _CALLS.labels(endpoint, "error", model_label(req.model), tenant).inc()

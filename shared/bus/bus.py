@@ -21,9 +21,11 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from opentelemetry.trace import SpanKind
 
+from shared import tracing
 from shared.bus import jetstream
-from shared.bus.connection import connect_nats
+from shared.bus.connection import connect_nats, url_user
 from shared.bus.errors import NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import BatchHandler, Handler, Incoming
 from shared.logging import get_logger
@@ -37,8 +39,9 @@ NO_RESPONDERS_RETRY_S = 0.02
 
 
 class Bus:
-    def __init__(self, nc: Client, service: str, publisher_id: str | None = None) -> None:
+    def __init__(self, nc: Client, service: str, publisher_id: str | None = None, role: str = "") -> None:
         self.nc = nc
+        self.role = role  # the NATS user this connection authenticated as ("" when none)
         self.js = nc.jetstream()
         self.service = service
         self.publisher = Publisher(publisher_id or make_publisher_id(service))
@@ -52,9 +55,11 @@ class Bus:
     @classmethod
     async def connect(cls, url: str, service: str, connect_timeout_s: float = 5.0,
                       publisher_id: str | None = None) -> Bus:
-        """Connect, giving up after `connect_timeout_s` (raises `ConnectFailed`)."""
+        """Connect, giving up after `connect_timeout_s` (raises `ConnectFailed`). Every service
+        connects once, so this is where its tracing starts (when the environment asks for it)."""
+        tracing.configure_tracing(service)
         nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s)
-        return cls(nc, service, publisher_id)
+        return cls(nc, service, publisher_id, role=url_user(url))
 
     @property
     def publisher_id(self) -> str:
@@ -62,8 +67,9 @@ class Bus:
 
     # --- core NATS -------------------------------------------------------------------------
     async def publish(self, subject: str, msg: Any, reply: str = "") -> None:
-        """Fire and forget (core NATS, at most once)."""
-        await self.nc.publish(subject, self.publisher.encode(msg), reply=reply)
+        """Fire and forget (core NATS, at most once). A command carries the trace context."""
+        headers = tracing.outgoing_headers() if tracing.enabled() and subjects.is_command(subject) else None
+        await self.nc.publish(subject, self.publisher.encode(msg), reply=reply, headers=headers)
 
     async def publish_raw(self, subject: str, data: bytes) -> None:
         """Publish bytes as they are (tests of malformed input; relaying)."""
@@ -73,10 +79,12 @@ class Bus:
         """Send a request and return the typed reply. Raises `RequestTimeout`, `NoResponders`,
         `RemoteError` (the responder sent an `ErrorReply`) or `ProtocolError` (bad reply)."""
         data = self.publisher.encode(msg)
+        headers = tracing.outgoing_headers()
         deadline = time.monotonic() + timeout_s
         for attempt in (1, 2):
             try:
-                raw = await self.nc.request(subject, data, timeout=max(deadline - time.monotonic(), 0.001))
+                raw = await self.nc.request(subject, data, timeout=max(deadline - time.monotonic(), 0.001),
+                                            headers=headers)
                 break
             except nats.errors.NoRespondersError:
                 # a subscriber that has only just subscribed can be missed for a moment (see
@@ -123,7 +131,12 @@ class Bus:
         if incoming is None:
             return
         try:
-            result = await handler(incoming)
+            if tracing.enabled() and raw.headers and tracing.TRACEPARENT in raw.headers:
+                with tracing.span_from(f"{self.service} {type(incoming.body).__name__}", raw.headers,
+                                       SpanKind.CONSUMER, {"messaging.destination.name": raw.subject}):
+                    result = await handler(incoming)
+            else:
+                result = await handler(incoming)
         except Exception as exc:
             await self.report_failure(incoming, exc)
             return
@@ -183,8 +196,10 @@ class Bus:
     # --- JetStream ---------------------------------------------------------------------------
     async def ensure_streams(self, max_age_s: float = jetstream.AUDIT_MAX_AGE_S,
                              max_bytes: int = jetstream.AUDIT_MAX_BYTES) -> None:
-        """Create (or update) the streams; safe to call from every service at startup."""
-        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes)
+        """Create (or, as the streams' owner, update) the streams; safe to call from every service at
+        startup."""
+        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes,
+                                            may_update=self.role in jetstream.STREAM_OWNERS)
 
     async def publish_event(self, msg: Any, timeout_s: float = 2.0) -> int:
         """Publish a lifecycle event to the audit stream and wait for the stream's ack.

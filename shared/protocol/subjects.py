@@ -139,6 +139,11 @@ def all_events() -> str:
     return f"{_events_root()}.>"
 
 
+def is_command(subject: str) -> bool:
+    """A command subject (a service is asked to do something): what a trace follows."""
+    return subject.startswith(f"{PREFIX}.cmd.")
+
+
 def is_event(subject: str) -> bool:
     """A lifecycle-event subject: published to JetStream, whose ack inbox rides as the reply."""
     return subject.startswith(f"{_events_root()}.")

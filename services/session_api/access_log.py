@@ -1,0 +1,77 @@
+"""One access-log line per HTTP request, and the request's server span when tracing is on.
+
+The outermost ASGI middleware: it opens the request's record (`metrics.begin_request`) that
+authentication, the route and the call's placement fill in (tenant, model, program, call, engine),
+and logs it once the answer has gone out, a stream's last byte included. A client's `traceparent`
+makes the call's spans part of the client's trace. Scrapes and probes (`/metrics`, `/healthz`,
+`/livez`) log at debug level so a once-a-second scraper does not bury the calls.
+"""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry.trace import SpanKind
+
+from services.session_api import metrics
+from shared import tracing
+from shared.logging import get_logger
+
+_PROBES = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
+_SESSION_PREFIX = "/v1/sessions/"
+
+
+def _span_name(method: str, path: str) -> str:
+    # a session's id stays out of the name: span names are a low-cardinality set
+    route = "/v1/sessions/{session_id}" if path.startswith(_SESSION_PREFIX) else path
+    return f"{method} {route}"
+
+
+def _headers(scope) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
+            if k in (b"traceparent", b"tracestate")}
+
+
+class AccessLog:
+    def __init__(self, app, enabled: bool = True) -> None:
+        self.app = app
+        self.enabled = enabled
+        self.log = get_logger()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not (self.enabled or tracing.enabled()):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        method, path = scope["method"], scope["path"]
+        req, token = metrics.begin_request()
+        status = 500  # what the client gets if the app raises before answering
+
+        async def send_noting_status(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+        trace_id = ""
+        try:
+            with tracing.span_from(_span_name(method, path), _headers(scope), SpanKind.SERVER,
+                                   {"http.request.method": method, "url.path": path}) as span:
+                trace_id = tracing.current_trace_id()
+                try:
+                    await self.app(scope, receive, send_noting_status)
+                finally:
+                    if span is not None:
+                        span.set_attribute("http.response.status_code", status)
+                        for name in ("program_id", "call_id", "engine_id"):
+                            if getattr(req, name):
+                                span.set_attribute(f"autellix.{name}", getattr(req, name))
+        finally:
+            metrics.end_request(token)
+            if self.enabled:
+                write = self.log.debug if path in _PROBES else self.log.info
+                client = scope.get("client")
+                write("http_request", method=method, path=path, status=status,
+                      duration_ms=round((time.perf_counter() - started) * 1e3, 3),
+                      client=client[0] if client else "", tenant=req.tenant, model=req.model,
+                      program_id=req.program_id, call_id=req.call_id, engine_id=req.engine_id,
+                      trace_id=trace_id)

@@ -1,0 +1,195 @@
+"""Tracing and access logs against a real `autellix up`: a client's `traceparent` joins every span
+the call makes (API, router, engine) at an OTLP/HTTP collector run by the test, each request leaves
+one JSON access-log line with its program, call and engine ids, third-party loggers write the same
+JSON, and a collector that is down never fails a call."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import openai
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from shared.runtime.ports import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLIENT_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_TRACEPARENT = f"00-{CLIENT_TRACE_ID}-00f067aa0ba902b7-01"
+
+
+class Collector:
+    """An OTLP/HTTP trace receiver: every span it was sent, as (service, name, trace, span, parent)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, str, str, str]] = []
+        self.lock = threading.Lock()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                with collector.lock:
+                    for rs in req.resource_spans:
+                        service = next((a.value.string_value for a in rs.resource.attributes
+                                        if a.key == "service.name"), "")
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                collector.spans.append((service, span.name, span.trace_id.hex(), span.span_id.hex(),
+                                                        span.parent_span_id.hex()))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def of_trace(self, trace_id: str) -> list[tuple[str, str, str, str, str]]:
+        with self.lock:
+            return [s for s in self.spans if s[2] == trace_id]
+
+
+def _up(state_dir: Path, port: int, extra_env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL", "AUTELLIX_API_KEYS")}
+    env.update(extra_env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autellix", "up", "--state-dir", str(state_dir), "--port", str(port),
+         "--nats-port", "0", "--engines", "1", "--backend", "lite", "--startup-timeout", "90"],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "autellix up: ready" in line:
+            break
+    text = "".join(lines)
+    if "autellix up: ready" not in text:
+        _down(proc)
+        pytest.fail(f"autellix up did not become ready:\n{text}")
+    key = re.search(r"development API key \(tenant 'dev'\): (\S+)", text)
+    return proc, key.group(1)
+
+
+def _down(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def traced_stack():
+    collector = Collector()
+    state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-", dir="/tmp"))
+    port = free_port()
+    proc, key = _up(state_dir, port, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+                                      "OTEL_BSP_SCHEDULE_DELAY": "100", "LOG_FORMAT": "json"})
+    try:
+        yield collector, state_dir, f"http://127.0.0.1:{port}/v1", key
+    finally:
+        _down(proc)
+        collector.server.shutdown()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _wait_for(predicate, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_a_clients_traceparent_joins_every_span_of_the_call(traced_stack):
+    collector, _, base_url, key = traced_stack
+    client = openai.OpenAI(base_url=base_url, api_key=key)
+    answer = client.chat.completions.create(model="autellix-lite", max_tokens=8,
+                                            messages=[{"role": "user", "content": "trace me"}],
+                                            extra_headers={"traceparent": CLIENT_TRACEPARENT})
+    assert answer.choices[0].message.content
+
+    def services_seen():
+        spans = collector.of_trace(CLIENT_TRACE_ID)
+        names = {s[0] for s in spans}
+        return spans if {"autellix-session-api", "autellix-router", "autellix-engine-agent"} <= names else None
+    spans = _wait_for(services_seen)
+    assert spans, f"spans of the client's trace: {collector.of_trace(CLIENT_TRACE_ID)}"
+    by_id = {s[3]: s for s in spans}
+    server = [s for s in spans if s[0] == "autellix-session-api" and s[1] == "POST /v1/chat/completions"]
+    assert len(server) == 1 and server[0][4] == "00f067aa0ba902b7"  # the client's span is its parent
+    for service in ("autellix-router", "autellix-engine-agent"):
+        span = next(s for s in spans if s[0] == service)
+        chain, cur = [], span
+        while cur is not None:  # walk up: every span hangs off the API's server span
+            chain.append(cur)
+            cur = by_id.get(cur[4])
+        assert chain[-1] == server[0], f"{service} span not under the API's: {chain}"
+
+
+def test_each_request_leaves_one_json_access_line_with_its_ids(traced_stack):
+    _, state_dir, base_url, key = traced_stack
+    client = openai.OpenAI(base_url=base_url, api_key=key)
+    session = "access-log-session"
+    client.chat.completions.create(model="autellix-lite", max_tokens=4, messages=[{"role": "user", "content": "hi"}],
+                                   extra_headers={"X-Session-Id": session})
+    log_path = state_dir / "logs" / "session_api.log"
+
+    def line():
+        for raw in log_path.read_text().splitlines():
+            if raw.startswith("{"):
+                record = json.loads(raw)
+                if record.get("event") == "http_request" and record.get("path") == "/v1/chat/completions" \
+                        and record.get("program_id", "").startswith("c-"):
+                    return record
+        return None
+    record = _wait_for(line, 10.0)
+    assert record is not None, log_path.read_text()[-2000:]
+    assert record["status"] == 200 and record["tenant"] == "dev" and record["model"] == "autellix-lite"
+    assert record["call_id"] and record["engine_id"] and record["duration_ms"] > 0
+    assert record["service"] == "session_api"
+    # every line of the log is JSON, the libraries' (uvicorn, nats-py) included
+    lines = [raw for raw in log_path.read_text().splitlines() if raw.strip()]
+    not_json = [raw for raw in lines if not raw.startswith("{")]
+    assert not not_json, not_json[:5]
+
+
+def test_a_collector_that_is_down_never_fails_a_call():
+    state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-down-", dir="/tmp"))
+    port = free_port()
+    dead = free_port()  # nothing listens here
+    proc, key = _up(state_dir, port, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{dead}",
+                                      "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=30)
+        for i in range(20):
+            answer = client.chat.completions.create(model="autellix-lite", max_tokens=4,
+                                                    messages=[{"role": "user", "content": f"call {i}"}])
+            assert answer.choices[0].finish_reason
+    finally:
+        _down(proc)
+        shutil.rmtree(state_dir, ignore_errors=True)
