@@ -8,9 +8,10 @@ from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
 from services.settings_vocabulary import report_unknown_variables
 from shared.bus import Bus
-from shared.logging import configure_logging, get_logger
+from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.runtime.signals import stop_on_signals
+from shared.service_process import run_service
 
 
 async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
@@ -27,17 +28,13 @@ async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
         await bus.close()
 
 
-async def _main() -> None:
-    settings = ControllerSettings()
-    configure_logging(SERVICE_NAME, environment=settings.environment, level=settings.log_level,
-                      json=settings.log_json)
-    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
-    stop = stop_on_signals()
-    await serve(settings, stop)
+async def _serve_until_signal(settings: ControllerSettings) -> None:
+    await serve(settings, stop_on_signals())
 
 
-def main() -> None:
-    asyncio.run(_main())
+def main() -> int:
+    return run_service(SERVICE_NAME, ControllerSettings(), _serve_until_signal,
+                       report_unknown=report_unknown_variables, loop=asyncio.run)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
-
-import uvloop
 
 from services.engine_agent.backends import make_engine
 from services.engine_agent.forget import subscribe_forgetting
@@ -25,13 +22,12 @@ from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
-from shared.logging import configure_logging, get_logger
+from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.signals import stop_on_signals
-
-GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's default: 700)
+from shared.service_process import freeze_startup_heap, run_service
 
 
 class RunningAgent:
@@ -110,10 +106,7 @@ async def start_simulated_agent(settings: EngineAgentSettings) -> RunningAgent:
 async def serve(settings: EngineAgentSettings) -> None:
     running = await start_agent(settings)
     serve_metrics(settings, "engine_agent")
-    # the engine's start-up state leaves the collected heap and young collections come less
-    # often: the collector was a visible share of the per-call CPU (py-spy --native)
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD)
+    freeze_startup_heap()
     stop = stop_on_signals()
     done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), *running.tasks],
                                  return_when=asyncio.FIRST_COMPLETED)
@@ -142,11 +135,8 @@ def parse_args(argv: list[str] | None = None) -> dict:
 
 def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
-    configure_logging("engine_agent", settings.environment, settings.log_level, settings.log_json)
-    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
     try:
-        uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
+        return run_service("engine_agent", settings, serve, report_unknown=report_unknown_variables)
     except DuplicateEngineId as exc:
         get_logger().error("engine_id_in_use", engine_id=settings.engine_id, error=str(exc))
         raise SystemExit(f"engine_agent: error: {exc}") from None
-    return 0

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
-
-import uvloop
 
 from services.router import metrics
 from services.router.affinity_chooser import make_chooser
@@ -15,13 +12,12 @@ from services.router.settings import RouterSettings
 from services.router.stealing import start_stealing
 from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
-from shared.logging import configure_logging, get_logger
+from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.signals import stop_on_signals
-
-GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's default: 700)
+from shared.service_process import freeze_startup_heap, run_service
 
 
 async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, asyncio.Task]:
@@ -56,10 +52,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
 async def serve(settings: RouterSettings) -> None:
     bus, _, expiry = await start_router(settings)
     serve_metrics(settings, "router")
-    # start-up objects leave the collected heap and young collections come less often: the
-    # collector was a visible share of the per-call CPU (py-spy --native)
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD)
+    freeze_startup_heap()
     get_logger().info("router_started", policy=settings.router_policy.value, affinity=settings.router_affinity,
                       locality_threshold_tokens=settings.locality_threshold_tokens)
     stop = stop_on_signals()
@@ -69,8 +62,4 @@ async def serve(settings: RouterSettings) -> None:
 
 
 def run() -> int:
-    settings = RouterSettings()
-    configure_logging("router", settings.environment, settings.log_level, settings.log_json)
-    report_unknown_variables(settings)  # typos would otherwise keep defaults silently
-    uvloop.run(serve(settings))  # libuv's loop: cheaper socket I/O per message than asyncio's
-    return 0
+    return run_service("router", RouterSettings(), serve, report_unknown=report_unknown_variables)

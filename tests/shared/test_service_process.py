@@ -1,0 +1,37 @@
+"""run_service: logging and the unknown-variable report first, then the service to its end."""
+
+import gc
+
+from shared.service_process import freeze_startup_heap, run_service
+from shared.settings import MeshSettings
+
+
+def test_runs_a_coroutine_service_on_the_given_loop_after_the_report():
+    order = []
+
+    async def serve(settings):
+        order.append(("served", settings.log_level))
+
+    def loop(coro):
+        order.append("loop")
+        import asyncio
+        asyncio.run(coro)
+
+    assert run_service("t", MeshSettings(), serve, report_unknown=lambda s: order.append("report"), loop=loop) == 0
+    assert order == ["report", "loop", ("served", "info")]
+
+
+def test_a_plain_function_runs_its_own_loop():
+    seen = []
+    assert run_service("t", MeshSettings(), seen.append) == 0
+    assert len(seen) == 1
+
+
+def test_freeze_moves_the_heap_out_of_the_collector():
+    before = gc.get_threshold()
+    try:
+        freeze_startup_heap(gen0_threshold=12_345)
+        assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] == 12_345
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
