@@ -1,10 +1,18 @@
-"""The project's layering rules, checked on the source: shared <- services <- loadgen <- autellix,
-and only the vLLM module family imports vLLM (the adapter and the block-pool retention it mixes in)."""
+"""The project's layering rules, checked on the source.
+
+Layers, lowest first: shared <- services <- migrations <- loadgen <- autellix <- (tests, docker, docs).
+A module imports only its own top-level folder and the layers below it (function-level imports
+count too); every top-level folder with Python in it has a layer; no module-level import circle;
+and only the vLLM module family imports vLLM (the adapter and the block-pool retention it mixes in).
+"""
 
 import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAYERS = (("shared",), ("services",), ("migrations",), ("loadgen",), ("autellix",), ("tests", "docker", "docs"))
+LAYER_OF = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}
+PACKAGES = ("shared", "services", "migrations", "loadgen", "autellix")  # importable: the rest is never imported
 VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py",
                                                                 "vllm_serving.py", "vllm_queue.py")}
 
@@ -19,21 +27,74 @@ def _imports(path: pathlib.Path) -> set[str]:
     return names
 
 
-def _files(package: str):
-    return sorted((ROOT / package).rglob("*.py"))
+def _files(folder: str):
+    return sorted((ROOT / folder).rglob("*.py"))
 
 
-def test_lower_layers_never_import_higher_ones():
-    forbidden = {"shared": {"services", "loadgen", "autellix"}, "services": {"loadgen", "autellix"},
-                 "loadgen": {"autellix"}}
-    for package, higher in forbidden.items():
-        for path in _files(package):
-            bad = _imports(path) & higher
-            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+def _folders_with_python() -> set[str]:
+    return {p.name for p in ROOT.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and not p.name.endswith(".egg-info") and any(p.rglob("*.py"))}
+
+
+def test_every_top_level_folder_has_a_layer():
+    unplaced = _folders_with_python() - LAYER_OF.keys()
+    assert not unplaced, f"give {sorted(unplaced)} a layer in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer_or_a_sibling():
+    for folder, rank in LAYER_OF.items():
+        allowed = {f for f, r in LAYER_OF.items() if r < rank} | {folder}
+        for path in _files(folder):
+            bad = {name for name in _imports(path) if name in LAYER_OF and name not in allowed}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)} (layers: {LAYERS})"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def _module_level_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The project modules `path` imports when it is itself imported (not inside functions)."""
+    name, out = _module_name(path), set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]).strip(".") \
+                if node.level else node.module or ""
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def test_no_import_circle():
+    paths = {_module_name(p): p for folder in PACKAGES for p in _files(folder)}
+    graph = {name: _module_level_imports(path, set(paths)) for name, path in paths.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            raise AssertionError("import circle: " + " -> ".join(trail[trail.index(name):] + [name]))
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            visit(target, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
 
 
 def test_only_the_adapter_imports_vllm():
-    for package in ("shared", "services", "loadgen", "autellix", "migrations"):
-        for path in _files(package):
+    for folder in PACKAGES:
+        for path in _files(folder):
             if path not in VLLM_MODULES:
                 assert "vllm" not in _imports(path), f"{path.relative_to(ROOT)} imports vllm"

@@ -1,7 +1,8 @@
 """The process table service: the global program table in PostgreSQL, fed by call completions.
 
 Run: `python -m services.process_table` (NATS_URL, DATABASE_URL, see `settings.py`); schema:
-`alembic -c migrations/alembic.ini upgrade head` (or MIGRATE_ON_START=true).
+`alembic -c migrations/alembic.ini upgrade head`, run by the deploy step (`autellix up`, compose's
+`migrate` job) before the service starts: the service never imports `migrations/`.
 
     main.py        wiring: engine, bus, service, signals
     handlers.py    the service on the bus: session requests, the completion apply loop, promotions

@@ -1,6 +1,6 @@
 """Wiring of the process table: `python -m services.process_table` (settings from the environment).
 
-Connects to PostgreSQL (DATABASE_URL) and NATS (NATS_URL), optionally migrates, serves until
+Connects to PostgreSQL (DATABASE_URL, already migrated by the deploy step) and NATS (NATS_URL), serves until
 SIGINT/SIGTERM, then drains in order: consumers stop after the batch in hand, the bus flushes.
 """
 
@@ -23,11 +23,6 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
     log = get_logger()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     try:
-        if settings.migrate_on_start:
-            from migrations.runner import upgrade_async
-
-            await upgrade_async(engine)
-            log.info("migrations_applied")
         bus = await Bus.connect(settings.nats_url, service=SERVICE_NAME,
                                 connect_timeout_s=settings.nats_connect_timeout_s)
         try:

@@ -1,6 +1,6 @@
 """Process table settings (environment variables, validated): the mesh and database settings plus
 SESSION_IDLE_TTL_S, SESSION_EXPIRY_INTERVAL_S, COMPLETION_BATCH_SIZE, DEFAULT_AGGREGATION,
-DB_RETRY_BUDGET_S, MIGRATE_ON_START, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S."""
+DB_RETRY_BUDGET_S, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ class ProcessTableSettings(DatabaseSettings):
     # with an error (requests) or nak'ed for redelivery (promotions); completion batches are retried
     # until they commit, whatever this says (they are never acknowledged before, never dropped)
     db_retry_budget_s: float = Field(default=10.0, gt=0)
-    migrate_on_start: bool = False  # run the Alembic migrations before serving
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
     mlfq_num_levels: int = Field(default=8, ge=1)
     mlfq_base_quantum_s: float = Field(default=1.0, gt=0)

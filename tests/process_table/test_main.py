@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from migrations.runner import upgrade
 from shared.bus import BusError
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -27,7 +28,8 @@ async def _healthy(bus) -> bool:
 
 
 async def test_module_runs_from_environment_and_stops_on_sigterm(nats_url, empty_database_url, bus, tmp_path) -> None:
-    env = {**os.environ, "NATS_URL": nats_url, "DATABASE_URL": empty_database_url, "MIGRATE_ON_START": "true",
+    await asyncio.to_thread(upgrade, empty_database_url)  # the deploy step's migration, not the service's
+    env = {**os.environ, "NATS_URL": nats_url, "DATABASE_URL": empty_database_url,
            "LOG_FORMAT": "json", "PYTHONPATH": str(REPO_ROOT)}
     log_path = tmp_path / "process_table.log"
     with open(log_path, "wb") as log_file:
