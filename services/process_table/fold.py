@@ -16,7 +16,7 @@ from services.process_table.models import DEFAULT_TENANT_ID
 from shared.core.program import ProgramLedger, ServiceAggregation
 from shared.protocol.ids import MAX_ID_CHARS, all_ids_valid, id_problem
 
-__all__ = ["MAX_ID_CHARS", "Completion", "ProgramRow", "FoldResult", "fold_completions", "threads_needed"]
+__all__ = ["MAX_ID_CHARS", "Completion", "ProgramRow", "FoldResult", "fold_completions"]
 _INT4_MAX = 2**31 - 1  # the integer columns
 
 
@@ -88,16 +88,6 @@ class FoldResult:
     row: ProgramRow
     # thread id -> (s_T after the batch, parent thread id recorded when the thread was created)
     changed_threads: dict[str, tuple[float, str | None]]
-
-
-def threads_needed(completions: list[Completion]) -> set[str]:
-    """The thread rows the fold must load: each call's thread and the parent it may fork from."""
-    needed: set[str] = set()
-    for c in completions:
-        needed.add(c.thread_id)
-        if c.parent_thread_id is not None:
-            needed.add(c.parent_thread_id)
-    return needed
 
 
 def fold_completions(row: ProgramRow, completions: list[Completion]) -> FoldResult:

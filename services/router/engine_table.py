@@ -40,10 +40,6 @@ class EngineTable:
             del self._engines[engine_id]
         return gone
 
-    def is_live(self, engine_id: str, now_s: float) -> bool:
-        state = self._engines.get(engine_id)
-        return state is not None and now_s - state.last_seen_s <= self.ttl_s
-
     def loads(self, now_s: float) -> dict[str, float]:
         return {e: s.load for e, s in self._engines.items() if now_s - s.last_seen_s <= self.ttl_s}
 

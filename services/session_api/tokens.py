@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 
 from shared.engine.api import Segment, output_segment_id
 from shared.lru import LRU
@@ -44,12 +43,6 @@ def estimate_tokens(text: str) -> int:
 def render_token_ids(token_ids: list[int]) -> str:
     """The engines fabricate token ids; each renders as one 4-character piece."""
     return "".join(_PIECES[i % len(_PIECES)] for i in token_ids)
-
-
-def filler_text(num_tokens: int, seed: str) -> str:
-    """`num_tokens` tokens' worth of text, deterministic in `seed` (load generators use it)."""
-    rng = random.Random(seed)
-    return "".join(rng.choice(_PIECES) for _ in range(num_tokens))
 
 
 def content_segment_id(role: str, content: str, salt: str = "") -> str:

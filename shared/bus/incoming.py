@@ -22,11 +22,6 @@ class Incoming:
     num_delivered: int = 1  # JetStream: 1 on first delivery, more on redelivery
     stream_seq: int = 0  # JetStream: the message's sequence in its stream
 
-    async def respond(self, msg: Any) -> None:
-        """Answer a request (no-op when the sender asked for no reply)."""
-        if self.reply:
-            await self.bus.publish(self.reply, msg)
-
 
 # The one handler shape on the mesh. Returning a message from a request handler answers it.
 Handler = Callable[[Incoming], Awaitable[Any]]

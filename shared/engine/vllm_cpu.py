@@ -143,10 +143,3 @@ def remaining_tokens(sched: Scheduler) -> int:
         if not r.is_finished():
             total += r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
     return total
-
-
-def make_emulated_engine(engine_id: str, policy, directory, preset: str = "llama3.1-8b-a100", **options):
-    """The `emulated` engine (vLLM's scheduler on CPU, cost-model time); see vllm_emulated."""
-    from shared.engine.vllm_emulated import EmulatedVllmEngine
-
-    return EmulatedVllmEngine(engine_id, policy, directory, preset=preset, **options)
