@@ -9,7 +9,7 @@ from collections.abc import Callable
 from loadgen.sim.experiment import Experiment, ExperimentConfig
 from loadgen.sim.variants import VARIANTS
 
-PROGRAM_AWARE = ("plas", "atlas")
+PROGRAM_AWARE = ("plas", "atlas", "serpt")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -19,7 +19,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def ratios(policies: dict[str, dict], labels: list[str]) -> dict[str, dict]:
-    """Best of PLAS/ATLAS over each baseline, ATLAS over PLAS, best non-clairvoyant over SRPT."""
+    """Best of PLAS/ATLAS/SERPT over each baseline, ATLAS over PLAS, best non-clairvoyant over SRPT."""
     out = {}
     for label in labels:
         rate = {name: p["max_rate_at_slos"][label]["max_rate"] for name, p in policies.items()}

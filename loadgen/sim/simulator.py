@@ -16,6 +16,7 @@ from loadgen.sim.program_run import ProgramRun
 from loadgen.workloads.spec import CallSpec, ProgramSpec
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.core.routing import RouterName, choose_engine
+from shared.core.size_estimator import SizeEstimator
 from shared.engine.api import CallCompletion, DictProgramDirectory, Engine, EngineCall
 
 # Isolated run time of a call given its uncached prompt tokens: the SRPT oracle's estimate.
@@ -68,6 +69,8 @@ class Simulation:
         self._in_flight: dict[str, tuple[ProgramRun, int, float, int]] = {}
         self._submit_seq = 0
         self._rr_index = 0
+        # SERPT learns program sizes per workload as programs finish, from nothing (no oracle)
+        self._sizes = SizeEstimator() if config.policy.name is PolicyName.SERPT else None
         self._regime = RegimeAccumulator()
         self._records: list[ProgramRecord] = []
         self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
@@ -130,6 +133,8 @@ class Simulation:
             prompt_segments=spec.prompt_segments, max_output_tokens=spec.output_tokens,
             arrival_s=now, program_arrival_s=run.arrival_s, seq=self._submit_seq,
             oracle_remaining_s=run.oracle_remaining_s,
+            expected_remaining_s=self._sizes.expected_remaining_s(run.spec.workload, ledger.service_s)
+            if self._sizes is not None else None,
         )
         self._submit_seq += 1
         engine_id = self._route(run, call)
@@ -201,5 +206,7 @@ class Simulation:
             finish_s=run.finish_s, output_tokens=spec.output_tokens, num_calls=len(spec.calls),
             wait_s=run.wait_s, service_s=run.service_s, delay_s=run.delay_s,
         ))
+        if self._sizes is not None:
+            self._sizes.observe(spec.workload, run.service_s)
         # a finished program has no call left in any engine: drop its ledger (bounded memory)
         self._directory.ledgers.pop(spec.program_id, None)

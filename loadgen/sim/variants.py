@@ -34,6 +34,8 @@ VARIANTS: dict[str, PolicyVariant] = {
         PolicyVariant("plas", PolicyName.PLAS, "PLAS: program-level attained service (sum)"),
         PolicyVariant("atlas", PolicyName.ATLAS, "ATLAS: critical-path attained service (max over threads)"),
         PolicyVariant("srpt", PolicyName.SRPT, "SRPT oracle: remaining program service (clairvoyant)"),
+        PolicyVariant("serpt", PolicyName.SERPT, "SERPT: expected remaining program service, learned online "
+                      "per workload from finished programs (admission order only, no oracle)"),
     )
 }
 DEFAULT_POLICIES = tuple(VARIANTS)

@@ -1,4 +1,4 @@
-"""Scheduling policies as priority keys: FCFS, per-call MLFQ, PLAS, ATLAS and the SRPT oracle.
+"""Scheduling policies as priority keys: FCFS, per-call MLFQ, PLAS, ATLAS, SERPT and the SRPT oracle.
 
 A policy maps a call's scheduling view to a key; lower keys run first. The first element of every
 key is the call's *class* (its MLFQ level, or remaining work for SRPT): preemption compares classes
@@ -20,6 +20,7 @@ class PolicyName(StrEnum):
     PLAS = "plas"
     ATLAS = "atlas"
     SRPT = "srpt"
+    SERPT = "serpt"
 
 
 def parse_policy(name: str) -> PolicyName:
@@ -41,6 +42,9 @@ class CallView:
     thread_service_s: float  # s_T of the call's thread now (ATLAS critical path)
     program_arrival_s: float  # when the program started
     oracle_remaining_s: float = 0.0  # SRPT only: remaining total service of the program
+    # SERPT only: the program's expected remaining service at submit, learned from finished
+    # programs of its type (shared/core/size_estimator.py); None: too few of its type yet
+    expected_remaining_s: float | None = None
 
 
 PriorityKey = tuple
@@ -57,8 +61,9 @@ class SchedulingPolicy:
 
     @property
     def preemptive(self) -> bool:
-        """FCFS never preempts for priority (only KV exhaustion does, inside the engine)."""
-        return self.name is not PolicyName.FCFS
+        """FCFS never preempts for priority (only KV exhaustion does, inside the engine); SERPT
+        orders admission only (a mis-estimate never evicts a running call)."""
+        return self.name not in (PolicyName.FCFS, PolicyName.SERPT)
 
     @property
     def program_aware(self) -> bool:
@@ -85,4 +90,11 @@ class SchedulingPolicy:
             case PolicyName.SRPT:
                 remaining = max(call.oracle_remaining_s - call.attained_s, 0.0)
                 return (remaining, call.arrival_s, call.seq)
+            case PolicyName.SERPT:
+                # one class: admission order only. A type with too few finished programs falls back
+                # to least attained service (expected remaining = what it has had)
+                expected = call.expected_remaining_s
+                if expected is None:
+                    expected = call.program_service_s
+                return (0, expected, call.program_arrival_s, -call.thread_service_s, call.arrival_s, call.seq)
         raise AssertionError(self.name)

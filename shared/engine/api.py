@@ -34,6 +34,7 @@ class EngineCall:
     program_arrival_s: float
     seq: int  # driver-wide submission order (deterministic ties)
     oracle_remaining_s: float = 0.0  # SRPT oracle only: the program's remaining service estimate
+    expected_remaining_s: float | None = None  # SERPT: learned estimate at submit (None: none yet)
 
     @property
     def prompt_tokens(self) -> int:

@@ -130,7 +130,8 @@ class PriorityMixin:
         view = CallView(
             arrival_s=call.arrival_s, seq=call.seq, attained_s=service - seq.attained_origin_s,
             program_service_s=led.service_s, thread_service_s=led.thread_service(seq.thread_id),
-            program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
+            program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s,
+            expected_remaining_s=call.expected_remaining_s)
         return self.policy.key(view)
 
     def _sync_epoch(self, seq: Seq, epoch: int, service_s: float) -> None:
