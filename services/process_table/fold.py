@@ -44,7 +44,6 @@ class Completion:
     output_tokens: int = 0
     prefix_hit_tokens: int = 0
     engine_id: str | None = None
-    submitted_at_s: float | None = None  # unix seconds
     completed_at_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -60,8 +59,7 @@ class Completion:
         if not (0 <= self.service_s < _INF and 0 <= self.wait_s < _INF):  # also rejects NaN
             raise ValueError(f"call {self.call_id}: service_s and wait_s must be finite and >= 0, "
                              f"got {self.service_s}, {self.wait_s}")
-        if not (_finite_nonnegative(self.thread_service_at_submit_s) and _finite_nonnegative(self.submitted_at_s)
-                and _finite_nonnegative(self.completed_at_s)):
+        if not (_finite_nonnegative(self.thread_service_at_submit_s) and _finite_nonnegative(self.completed_at_s)):
             raise ValueError(f"call {self.call_id}: submit base and timestamps must be finite and >= 0")
         epoch = self.submit_epoch or 0
         if not (0 <= self.prompt_tokens <= _INT4_MAX and 0 <= self.output_tokens <= _INT4_MAX

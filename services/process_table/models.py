@@ -133,6 +133,5 @@ class Call(Base):
     engine_id: Mapped[str | None] = mapped_column(Text)
     submit_epoch: Mapped[int | None] = mapped_column(Integer)
     thread_service_at_submit_s: Mapped[float | None] = mapped_column(Float)
-    submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     applied_at: Mapped[datetime] = _now_column()

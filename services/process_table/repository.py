@@ -43,9 +43,9 @@ FAST_PATH_MISSED_SQLSTATE = "PT001"  # raised by process_table_require (migratio
 
 _INSERT_CALLS = """
     INSERT INTO calls (call_id, program_id, thread_id, service_s, wait_s, prompt_tokens, output_tokens,
-        prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s, submitted_at, completed_at)
+        prefix_hit_tokens, engine_id, submit_epoch, thread_service_at_submit_s, completed_at)
     SELECT r->>0, r->>1, r->>2, (r->>3)::float8, (r->>4)::float8, (r->>5)::int, (r->>6)::int, (r->>7)::int,
-        r->>8, (r->>9)::int, (r->>10)::float8, to_timestamp((r->>11)::float8), to_timestamp((r->>12)::float8)
+        r->>8, (r->>9)::int, (r->>10)::float8, to_timestamp((r->>11)::float8)
     FROM jsonb_array_elements(CAST(:calls AS jsonb)) AS r
     ON CONFLICT (call_id) DO NOTHING
     RETURNING call_id"""
@@ -115,8 +115,7 @@ def _calls_json(batch: list[Completion]) -> str:
     ordered = sorted(batch, key=lambda c: c.call_id)  # one insertion order across writers
     return _dumps([
         (c.call_id, c.program_id, c.thread_id, c.service_s, c.wait_s, c.prompt_tokens, c.output_tokens,
-         c.prefix_hit_tokens, c.engine_id, c.submit_epoch, c.thread_service_at_submit_s, c.submitted_at_s,
-         c.completed_at_s)
+         c.prefix_hit_tokens, c.engine_id, c.submit_epoch, c.thread_service_at_submit_s, c.completed_at_s)
         for c in ordered])
 
 

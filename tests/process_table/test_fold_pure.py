@@ -62,7 +62,7 @@ def test_completion_rejects_bad_numbers() -> None:
 
 @pytest.mark.parametrize("change", [
     {"service_s": float("inf")}, {"wait_s": -0.5}, {"wait_s": float("nan")},
-    {"thread_service_at_submit_s": -1.0}, {"completed_at_s": float("inf")}, {"submitted_at_s": float("nan")},
+    {"thread_service_at_submit_s": -1.0}, {"completed_at_s": float("inf")},
     {"prompt_tokens": -1}, {"output_tokens": 2**31}, {"prefix_hit_tokens": 2**40}, {"submit_epoch": -2},
     {"program_id": ""}, {"thread_id": ""}, {"tenant_id": ""}, {"call_id": "x" * 257}, {"engine_id": "e" * 257},
     {"parent_thread_id": "t" * 257}, {"call_id": "a\x00b"}, {"engine_id": "e\x00"}, {"parent_thread_id": "\x00"},
