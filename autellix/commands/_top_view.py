@@ -1,4 +1,4 @@
-"""What `autellix top` shows, folded from bus messages (pure: no I/O), and its rich tables."""
+"""What `autellix top` shows, folded from bus messages (no I/O here: the command feeds it), and its rich tables."""
 
 from __future__ import annotations
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from services.process_table.models import DEFAULT_TENANT_ID
 from shared.core.program import ProgramLedger, ServiceAggregation
-from shared.protocol.ids import MAX_ID_CHARS, all_ids_valid, id_problem
+from shared.protocol.ids import DEFAULT_TENANT_ID, MAX_ID_CHARS, all_ids_valid, id_problem
 
 __all__ = ["MAX_ID_CHARS", "Completion", "ProgramRow", "FoldResult", "fold_completions"]
 _INT4_MAX = 2**31 - 1  # the integer columns

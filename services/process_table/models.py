@@ -26,7 +26,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from shared.core.program import ServiceAggregation
 
-DEFAULT_TENANT_ID = "default"
 # a program first seen in a completion (nobody opened it here) gets this; it is the column default
 AUTO_CREATED_AGGREGATION = ServiceAggregation.CRITICAL_PATH
 

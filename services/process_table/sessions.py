@@ -10,7 +10,7 @@ import uuid
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.process_table.models import DEFAULT_TENANT_ID, CloseReason, ProgramState
+from services.process_table.models import CloseReason, ProgramState
 from services.process_table.views import (
     PROGRAM_COLUMNS,
     ProgramClosed,
@@ -19,6 +19,7 @@ from services.process_table.views import (
     program_view,
 )
 from shared.core.program import ServiceAggregation
+from shared.protocol.ids import DEFAULT_TENANT_ID
 
 
 async def lookup(conn: AsyncConnection, program_id: str) -> ProgramView:

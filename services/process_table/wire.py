@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 
 from services.process_table.fold import Completion
-from services.process_table.models import DEFAULT_TENANT_ID
 from services.process_table.views import ProgramView, ServiceUpdate
 from shared.core.mlfq import MlfqConfig
 from shared.protocol import messages as m
-from shared.protocol.ids import checked_program_id
+from shared.protocol.ids import DEFAULT_TENANT_ID, checked_program_id
 
 
 def completion_from_wire(msg: m.CallCompleted) -> Completion:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from shared.protocol import subjects
 
 MAX_ID_CHARS = 256  # primary-key entries and subject tokens: kept short
+DEFAULT_TENANT_ID = "default"  # the owner of a program whose client named no tenant
 
 
 def id_problem(value: object) -> str | None:
