@@ -7,16 +7,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.settings import MeshSettings
 
 
 async def probe(service: str) -> int:
-    bus = await Bus.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), "healthcheck", 2.0)
+    # the container's own NATS role (NATS_URL, NATS_USER, NATS_PASSWORD_FILE), like its service
+    bus = await Bus.connect(MeshSettings().nats_url, "healthcheck", 2.0)
     try:
         if service.startswith("engine:"):  # several agents share one health subject: check this one
             engine_id = service.removeprefix("engine:")

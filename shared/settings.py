@@ -5,17 +5,18 @@ Each service defines its own subclass next to its `main.py`, adding only its fie
     class RouterSettings(MeshSettings):
         locality_threshold_tokens: int = 2048
 
-Variables: NATS_URL, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
+Variables: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_PASSWORD_FILE, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
 (json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES,
 METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: none), METRICS_HOST.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.logging import LEVELS
@@ -31,6 +32,11 @@ class MeshSettings(BaseSettings):
     # the namespaces whose unknown variables the service reports at start-up (settings_check.py)
     env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_",)
 
+    # this service's NATS role (docs/security.md): folded into NATS_URL when given; the password
+    # from NATS_PASSWORD or, for compose/Kubernetes secrets, the file NATS_PASSWORD_FILE names
+    nats_user: str = ""
+    nats_password: SecretStr = SecretStr("")
+    nats_password_file: str = ""
     nats_url: str = DEFAULT_NATS_URL
     environment: Literal["development", "production"] = Field(
         default="development", validation_alias="AUTELLIX_ENV")
@@ -46,12 +52,20 @@ class MeshSettings(BaseSettings):
 
     @field_validator("nats_url")
     @classmethod
-    def _check_nats_url(cls, v: str) -> str:
+    def _check_nats_url(cls, v: str, info: ValidationInfo) -> str:
         for server in v.split(","):
             parts = urlsplit(server.strip())
             if parts.scheme not in _NATS_SCHEMES or not parts.hostname:
-                raise ValueError(f"NATS_URL must look like nats://host:port (comma-separated for a cluster), got {v!r}")
-        return v
+                raise ValueError("NATS_URL must look like nats://host:port (comma-separated for a cluster), got "
+                                 f"{parts.scheme}://{parts.hostname or ''}...")
+        user, password = info.data.get("nats_user", ""), _password(info.data)
+        if bool(user) != bool(password):
+            raise ValueError("NATS_USER and a password (NATS_PASSWORD or NATS_PASSWORD_FILE) go together")
+        if not user:
+            return v
+        userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}"
+        return ",".join(urlunsplit(p._replace(netloc=f"{userinfo}@{p.netloc.rpartition('@')[2]}"))
+                        for p in (urlsplit(s.strip()) for s in v.split(",")))
 
     @field_validator("log_level")
     @classmethod
@@ -63,6 +77,22 @@ class MeshSettings(BaseSettings):
     @property
     def log_json(self) -> bool:
         return self.environment == "production" if self.log_format == "auto" else self.log_format == "json"
+
+
+def _password(data: dict) -> str:
+    secret = data.get("nats_password")
+    password = secret.get_secret_value() if isinstance(secret, SecretStr) else ""
+    path = data.get("nats_password_file", "")
+    if password and path:
+        raise ValueError("give NATS_PASSWORD or NATS_PASSWORD_FILE, not both")
+    if path:
+        try:
+            password = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"NATS_PASSWORD_FILE {path!r} cannot be read: {exc.strerror}") from None
+        if not password:
+            raise ValueError(f"NATS_PASSWORD_FILE {path!r} is empty")
+    return password
 
 
 class DatabaseSettings(MeshSettings):

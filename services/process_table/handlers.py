@@ -244,7 +244,8 @@ class ProcessTableService:
 
         async def work(conn: AsyncConnection):
             before = await sessions.lookup(conn, msg.session_id)
-            if msg.tenant and before.tenant_id != msg.tenant:
+            # an empty tenant is the default tenant (as at open), never a pass to close anyone's
+            if before.tenant_id != (msg.tenant or "default"):
                 return before, None
             return before, await sessions.close_session(conn, msg.session_id, reason)
 

@@ -3,6 +3,10 @@
 nats-py retries a dead server for max_reconnect_attempts * reconnect_time_wait (120 s by default)
 inside `connect()`; here the whole first connect is bounded by `connect_timeout_s`, after which
 reconnects (once connected) go on forever with a short wait, and every transition is logged.
+
+A connection that authenticates as a user (nats://user:password@host) takes `_INBOX.<user>` as
+its inbox prefix: the server lets each role read only its own inbox (shared/runtime/nats_roles.py),
+so replies and token streams stay with the role that asked for them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,21 @@ from shared.bus.errors import ConnectFailed
 from shared.logging import get_logger
 
 RECONNECT_WAIT_S = 0.5
+DEFAULT_INBOX_PREFIX = "_INBOX"
+
+
+def url_user(url: str) -> str:
+    """The user named in the first server URL ('' when none)."""
+    return urlsplit(url.split(",")[0].strip()).username or ""
+
+
+def inbox_prefix(url: str) -> str:
+    user = url_user(url)
+    return f"{DEFAULT_INBOX_PREFIX}.{user}" if user and user.isidentifier() else DEFAULT_INBOX_PREFIX
+
+
+def is_permission_violation(exc: Exception) -> bool:
+    return "permissions violation" in str(exc).lower()
 
 
 def redact_url(url: str) -> str:
@@ -39,6 +58,9 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
     first_attempt_done = False
 
     async def on_error(exc: Exception) -> None:
+        if is_permission_violation(exc):  # the server refused a publish or subscribe of this role
+            log.error("nats_permission_denied", error=str(exc), user=url_user(url))
+            return
         if first_attempt_done:  # during the first connect this fires per failed try: too noisy
             log.warning("nats_error", error=f"{type(exc).__name__}: {exc}")
 
@@ -58,6 +80,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
         await asyncio.wait_for(nc.connect(
             servers=[s.strip() for s in url.split(",")],
             name=name,
+            inbox_prefix=inbox_prefix(url),
             connect_timeout=max(1, int(min(connect_timeout_s, 10))),
             reconnect_time_wait=RECONNECT_WAIT_S,
             max_reconnect_attempts=-1,

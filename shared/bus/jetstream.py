@@ -52,13 +52,21 @@ def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUD
     )
 
 
+# the NATS roles that may change a stream's limits (shared/runtime/nats_roles.py); "" is an
+# unauthenticated connection (an external NATS without roles)
+STREAM_OWNERS = frozenset({"", "admin", "process_table"})
+
+
 async def ensure_audit_stream(js: JetStreamContext, max_age_s: float = AUDIT_MAX_AGE_S,
-                              max_bytes: int = AUDIT_MAX_BYTES) -> api.StreamInfo:
-    """Create the stream, or bring an existing one to this configuration (idempotent)."""
+                              max_bytes: int = AUDIT_MAX_BYTES, may_update: bool = True) -> api.StreamInfo:
+    """Create the stream, or bring an existing one to this configuration (idempotent). Without
+    `may_update` an existing stream keeps the limits its owner gave it."""
     config = audit_stream_config(max_age_s, max_bytes)
     try:
         return await js.add_stream(config)
     except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
+        if not may_update:
+            return await js.stream_info(config.name)
         return await js.update_stream(config)
 
 

