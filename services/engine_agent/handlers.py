@@ -43,6 +43,7 @@ class EngineAgent:
         # tokens of one call produced within this interval of its last chunk ride in the next one
         self.stream_interval_s = stream_interval_s
         self.metrics = metrics_for(self)
+        self.draining = False  # drain.py: new calls are refused, held ones run to their end
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -58,6 +59,8 @@ class EngineAgent:
         route = run.call
         if route.call_id in self.calls:
             return m.OkReply(detail="duplicate")  # a retried placement: the call is already here
+        if self.draining:
+            return m.error_reply(ErrorCode.UNAVAILABLE, f"engine {self.engine_id} is draining")
         now_s = self.stepper.now_s()
         view_behind = self.directory.view_is_behind(route.program_id, route.completed_calls_before)
         led = self.directory.ledger(route.program_id)
@@ -166,7 +169,7 @@ class EngineAgent:
             engine_id=self.engine_id, backend=self.backend, queue_depth=waiting, running_calls=running,
             kv_used_blocks=used, kv_total_blocks=total, kv_use=used / total if total else 0.0,
             load=float(self.stepper.engine.load()), interval_s=interval_s, started_at_ns=self.started_at_ns,
-            model=self.model_name)
+            model=self.model_name, draining=self.draining)
 
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
         """The waiting calls the controller judges for starvation: those without a token yet and

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 
 from services.engine_agent.backends import make_engine
+from services.engine_agent.drain import drain_calls
 from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
@@ -111,6 +112,8 @@ async def serve(settings: EngineAgentSettings) -> None:
     done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), *running.tasks],
                                  return_when=asyncio.FIRST_COMPLETED)
     failed = [t.exception() for t in done if t in running.tasks and t.exception() is not None]
+    if not failed:  # a signal: the calls held run to their end (up to DRAIN_TIMEOUT_S), new ones go elsewhere
+        await drain_calls(running.agent, settings.drain_timeout_s, settings.heartbeat_interval_s)
     for exc in failed:  # a crashed stepping loop must not leave a silent, heartbeating agent
         if not isinstance(exc, DuplicateEngineId):
             get_logger().error("engine_loop_failed", error=repr(exc))

@@ -28,6 +28,8 @@ class EngineAgentSettings(MeshSettings):
     engine_max_num_seqs: int | None = Field(default=None, ge=1)
     engine_num_blocks: int | None = Field(default=None, ge=1)
     heartbeat_interval_s: float = Field(default=0.5, gt=0, le=10)
+    # SIGTERM: calls in flight run to their end for up to this long (drain.py); new calls go elsewhere
+    drain_timeout_s: float = Field(default=30.0, ge=0)
     # how long to listen for another agent's heartbeats on this id before starting (unique_id.py);
     # None: two heartbeat intervals, 0: no check
     engine_id_check_s: float | None = Field(default=None, ge=0, le=60)

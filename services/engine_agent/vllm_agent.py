@@ -84,6 +84,7 @@ class VllmEngineAgent:
         self._drain_wanted = asyncio.Event()
         self._last_drain_s = time.monotonic()
         self._load: dict = {}
+        self.draining = False  # drain.py: new calls are refused, held ones run to their end
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -97,6 +98,8 @@ class VllmEngineAgent:
         route = body.call
         if route.call_id in self.calls:
             return m.OkReply(detail="duplicate")
+        if self.draining:
+            return m.error_reply(ErrorCode.UNAVAILABLE, f"engine {self.engine_id} is draining")
         if not route.openai_body or not route.endpoint.startswith("/v1/"):
             return m.error_reply(ErrorCode.BAD_REQUEST, f"backend {self.backend} serves OpenAI requests: the call carries "
                                  "no request body (is the API up to date?)")
@@ -299,7 +302,7 @@ class VllmEngineAgent:
             running_calls=load.get("running", 0), kv_used_blocks=used, kv_total_blocks=total,
             kv_use=kv_use, load=float(work), interval_s=interval_s,
             started_at_ns=self.started_at_ns, model=self.model_name, tokenizer=self.serving.tokenizer_source,
-            max_model_len=self.serving.max_model_len)
+            max_model_len=self.serving.max_model_len, draining=self.draining)
 
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
         now = time.monotonic()

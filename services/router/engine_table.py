@@ -15,6 +15,7 @@ class EngineState:
     kv_used_blocks: int
     kv_total_blocks: int
     last_seen_s: float
+    draining: bool = False  # alive (its streams go on) but takes no new call
 
 
 class EngineTable:
@@ -41,7 +42,9 @@ class EngineTable:
         return gone
 
     def loads(self, now_s: float) -> dict[str, float]:
-        return {e: s.load for e, s in self._engines.items() if now_s - s.last_seen_s <= self.ttl_s}
+        """The engines a new call may go to: heard from within the ttl and not draining."""
+        return {e: s.load for e, s in self._engines.items()
+                if now_s - s.last_seen_s <= self.ttl_s and not s.draining}
 
     def add_load(self, engine_id: str, tokens: float) -> None:
         """Count a call routed since the last heartbeat, so a burst does not all go to one engine."""

@@ -37,7 +37,8 @@ class RouterHandlers:
         hb: m.EngineHeartbeat = msg.body
         joined = self.chooser.table.observe(EngineState(
             engine_id=hb.engine_id, load=hb.load, num_waiting=hb.queue_depth, num_running=hb.running_calls,
-            kv_used_blocks=hb.kv_used_blocks, kv_total_blocks=hb.kv_total_blocks, last_seen_s=self.clock()))
+            kv_used_blocks=hb.kv_used_blocks, kv_total_blocks=hb.kv_total_blocks, last_seen_s=self.clock(),
+            draining=hb.draining))
         if joined:
             self.log.info("engine_joined", engine_id=hb.engine_id, backend=hb.backend)
 

@@ -88,4 +88,4 @@ def serve(settings: SessionApiSettings) -> None:
     freeze_startup_heap()  # the collector ran about a tenth of this process's CPU under load
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", access_log=False,
                 log_config=None,  # uvicorn's loggers go through ours (shared/logging.py): same format
-                timeout_graceful_shutdown=5, **uvicorn_options(settings))
+                timeout_graceful_shutdown=settings.shutdown_drain_s, **uvicorn_options(settings))

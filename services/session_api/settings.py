@@ -38,6 +38,8 @@ class SessionApiSettings(MeshSettings):
     http_body_timeout_s: float = Field(default=30.0, gt=0)  # headers complete -> body complete
     http_keep_alive_s: float = Field(default=5.0, gt=0)  # an idle connection closes after this
     max_connections: int = Field(default=0, ge=0)  # uvicorn limit_concurrency (503 beyond it); 0: none
+    # SIGTERM: open streams finish for up to this long; uvicorn takes no new connection meanwhile
+    shutdown_drain_s: float = Field(default=30.0, ge=0)
     # one structured line per HTTP request (access_log.py); probes and scrapes log at debug level
     access_log: bool = True
     # prefix-cache salts per tenant (tenant_salts.py); empty: derived from AUTELLIX_API_KEYS

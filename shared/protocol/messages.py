@@ -329,6 +329,7 @@ class EngineHeartbeat:
     # a hub id), and the model's context length; empty / 0 for the simulated engines
     tokenizer: str = ""
     max_model_len: int = 0
+    draining: bool = False  # shutting down: finishes the calls it holds, takes no new one
 
 
 @wire_struct

@@ -92,7 +92,7 @@ def test_golden_bytes_heartbeat_is_a_named_map():
                        "engine_id": "e0", "backend": "", "queue_depth": 2, "running_calls": 0,
                        "kv_used_blocks": 0, "kv_total_blocks": 0, "kv_use": 0.0, "load": 0.0,
                        "interval_s": 1.0, "started_at_ns": 0, "model": "", "tokenizer": "",
-                       "max_model_len": 0}}
+                       "max_model_len": 0, "draining": False}}
 
 
 def test_route_call_without_a_tool_hint_decodes_with_none():
