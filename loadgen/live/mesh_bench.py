@@ -1,14 +1,18 @@
 """Mesh overhead benchmark: what the serving path adds to a call, and how many calls/s it carries.
 
-    python -m loadgen.live.mesh_bench [--json PATH] [--calls 400] [--seconds 10] [--concurrency 64]
+    python -m loadgen.live.mesh_bench [--json PATH] [--calls 300] [--seconds 5] [--concurrency 64] [--repeats 3]
 
 Starts `autellix up --engines 1` with a zero-time engine (`TIME_SCALE=0`: modeled steps are not
 slept, so a call costs only the engine model's CPU), then measures one-token calls:
 - direct: a RunCall sent straight to the engine agent over NATS, tokens read from its subject;
-- full: the same call through HTTP -> session_api -> router -> engine agent -> tokens -> HTTP.
-Added latency = percentile(full) - percentile(direct), sequential calls. Throughput: full-path
-calls with `--concurrency` in flight for `--seconds`, with one router, then with a second router
-replica started beside the stack.
+- full: the same call through HTTP -> session_api -> router -> engine agent -> tokens -> HTTP;
+- bare HTTP: a bare uvicorn endpoint answering the full path's bytes.
+Added latency = percentile(full) - percentile(direct), sequential calls interleaved. Throughput:
+full-path calls with `--concurrency` in flight for `--seconds`, beside the same-run ceilings that
+bound it (`loadgen.bench.mesh_ceilings`: direct engine calls/s, the bare endpoint, one NATS
+request/reply hop, JetStream publish and pull+ack on the stack's own NATS server) as fractions of
+each, with the CPU per call of every process. Everything is repeated `--repeats` times (min /
+median / max and the spread); then one window with a second router replica beside the stack.
 
 The HTTP client is a lean keep-alive HTTP/1.1 client (`--client lean`, default), so the client's
 own CPU does not cap what is measured on a 2-core machine: httpx cost about 2.9 ms of CPU per call
@@ -31,15 +35,18 @@ import uuid
 from pathlib import Path
 
 import httpx
-import psutil
 
+from loadgen.bench.cpu import CpuWindow, load_average, stack_role
+from loadgen.bench.mesh_ceilings import CeilingServers, guarded
+from loadgen.bench.nats_access import role_url
+from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.lean_http import LeanHttpPool
-from loadgen.live.report import percentile
 from loadgen.live.stack_process import start_stack
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.envelope import decode
+from shared.stats import percentile
 
 PROMPT = "x" * 64  # 16 tokens
 
@@ -50,7 +57,8 @@ class DirectEngine:
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
-        self._inbox = bus.nc.new_inbox()
+        # under the API's inbox prefix: with NATS auth on, engines may send token chunks only there
+        self._inbox = f"_INBOX.session_api.bench{uuid.uuid4().hex[:12]}"
         self._done: dict[str, asyncio.Event] = {}
 
     async def start(self) -> DirectEngine:
@@ -81,7 +89,7 @@ class DirectEngine:
             del self._done[call_id]
 
 
-CHAT_BODY = {"model": "bench", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
+CHAT_BODY = {"model": "autellix-lite", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
 
 
 def _check_answer(answer: dict) -> None:
@@ -143,55 +151,19 @@ async def _throughput(http: LeanHttp | HttpxChat, seconds: float, concurrency: i
     return count / (time.perf_counter() - t0)
 
 
-def _role(proc: psutil.Process) -> str | None:
-    """Which part of the stack a process is (services by module name, then the two servers)."""
-    try:
-        cmd = " ".join(proc.cmdline())
-    except psutil.Error:
-        return None
-    for name in ("session_api", "router", "engine_agent", "process_table", "controller"):
-        if f"services.{name}" in cmd:
-            return name
-    if "nats-server" in cmd:
-        return "nats"
-    if "postgres" in cmd:
-        return "postgres"
-    return None
+async def _direct_throughput(engine: DirectEngine, seconds: float, concurrency: int) -> float:
+    """Direct engine calls/s with `concurrency` in flight: the engine's own ceiling."""
+    deadline = time.perf_counter() + seconds
+    count = 0
 
-
-def _cpu_s_by_role(root_pid: int, extra_pids: tuple[int, ...] = ()) -> dict[str, float]:
-    """CPU seconds (user + system) so far of the stack's processes (and `extra_pids`), per role."""
-    totals: dict[str, float] = {}
-    try:
-        procs = psutil.Process(root_pid).children(recursive=True) + [psutil.Process(p) for p in extra_pids]
-    except psutil.Error:
-        return totals
-    for proc in procs:
-        role = _role(proc)
-        if role is None:
-            continue
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        totals[role] = totals.get(role, 0.0) + t.user + t.system
-    return totals
-
-
-async def _measured_throughput(http: LeanHttp | HttpxChat, seconds: float, concurrency: int,
-                               root_pid: int, extra_pids: tuple[int, ...] = ()) -> tuple[float, dict[str, float]]:
-    """Calls/s and the CPU each part of the stack (and this client) spent per call meanwhile."""
-    cpu_before = _cpu_s_by_role(root_pid, extra_pids)
-    client_before = time.process_time()
+    async def worker() -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            await engine.call("e0")
+            count += 1
     t0 = time.perf_counter()
-    rate = await _throughput(http, seconds, concurrency)
-    num_calls = rate * (time.perf_counter() - t0)
-    cpu_after = _cpu_s_by_role(root_pid, extra_pids)
-    cpu_ms_per_call = {role: round((cpu_after[role] - cpu_before.get(role, 0.0)) / num_calls * 1e3, 3)
-                       for role in sorted(cpu_after)}
-    cpu_ms_per_call["bench_client"] = round((time.process_time() - client_before) / num_calls * 1e3, 3)
-    cpu_ms_per_call["total"] = round(sum(cpu_ms_per_call.values()), 3)
-    return rate, cpu_ms_per_call
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return count / (time.perf_counter() - t0)
 
 
 def _stats_ms(values: list[float]) -> dict:
@@ -211,69 +183,168 @@ async def _client(kind: str, url: str, api_key: str, concurrency: int):
         yield HttpxChat(http)
 
 
-async def run_bench(calls: int, seconds: float, concurrency: int, port: int, client: str = "lean") -> dict:
+def _completion_bytes(bus: Bus) -> bytes:
+    """A call-completed event as the engine publishes it (the JetStream ceiling's message)."""
+    return bus.publisher.encode(m.CallCompleted(
+        call_id=uuid.uuid4().hex, program_id=f"bench-{uuid.uuid4().hex}", tenant="bench", engine_id="e0",
+        service_s=0.001, wait_s=0.0, prompt_tokens=16, output_tokens=1, completed_at_ns=time.time_ns()))
+
+
+def _run_call_bytes(bus: Bus) -> bytes:
+    """A routed call as the router sends it to the engine (the request/reply ceiling's request)."""
+    call_id = uuid.uuid4().hex
+    route = m.RouteCall(call_id=call_id, program_id=f"call-{call_id}", prompt_tokens=16,
+                        prompt_segments=[(f"bench:{call_id}", 16)], max_tokens=1, reply_subject=f"_INBOX.{call_id}",
+                        tenant="bench")
+    return bus.publisher.encode(m.RunCall(call=route, engine_id="e0"))
+
+
+def _ratios(full_per_s: float, ceilings: dict[str, dict]) -> dict:
+    """Full-path calls/s over each ceiling (None where its run failed), and which one binds."""
+    out = {name: ratio(full_per_s, c.get("per_s")) for name, c in ceilings.items() if name != "jetstream"}
+    jetstream = ceilings.get("jetstream", {})
+    out["jetstream_publish"] = ratio(full_per_s, jetstream.get("publish_per_s"))
+    out["jetstream_pull_ack"] = ratio(full_per_s, jetstream.get("pull_ack_per_s"))
+    known = {k: v for k, v in out.items() if v is not None}
+    out["bound_by"] = max(known, key=known.get) if known else None  # the tightest: highest fraction used
+    out["of_bound"] = known[out["bound_by"]] if known else None
+    return out
+
+
+async def _repeat(http, bare, direct_engine: DirectEngine, ceilings: CeilingServers, bus: Bus, stack_pid: int,
+                  calls: int, seconds: float, concurrency: int, js_messages: int) -> dict:
+    direct, full, bare_http = [], [], []
+    for _ in range(calls):  # interleaved, so drift in the machine's load hits every path alike
+        direct.append(await direct_engine.call("e0"))
+        full.append(await _full_call(http))
+        bare_http.append(await _full_call(bare))
+    window = CpuWindow(tree_roles={stack_pid: stack_role}).start()
+    t0 = time.perf_counter()
+    full_per_s = await _throughput(http, seconds, concurrency)
+    cpu_full = window.per_unit_ms(full_per_s * (time.perf_counter() - t0))
+
+    async def direct_ceiling() -> dict:
+        window = CpuWindow(tree_roles={stack_pid: stack_role}).start()
+        t0 = time.perf_counter()
+        rate = await _direct_throughput(direct_engine, seconds, concurrency)
+        return {"per_s": rate, "cpu_ms_per_call": window.per_unit_ms(rate * (time.perf_counter() - t0))}
+
+    async def bare_rate() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        return await _throughput(bare, seconds, concurrency), time.perf_counter() - t0
+
+    measured = {
+        "direct_engine": await guarded("direct engine", direct_ceiling),
+        "bare_http": await guarded("bare uvicorn", lambda: ceilings.measure_http(bare_rate)),
+        "nats_request": await guarded("NATS request/reply", lambda: ceilings.measure_nats_request(
+            _run_call_bytes(bus), seconds, concurrency)),
+        "jetstream": await guarded("JetStream", lambda: ceilings.measure_jetstream(
+            _completion_bytes(bus), js_messages, 4096)),
+    }
+    d, f, b = _stats_ms(direct), _stats_ms(full), _stats_ms(bare_http)
+    return {
+        "direct_ms": d, "full_ms": f, "bare_http_ms": b,
+        "added_latency_ms": {"p50": f["p50"] - d["p50"], "p99": f["p99"] - d["p99"]},
+        # what is left after the two floors a full call cannot avoid: one HTTP exchange, one engine call
+        "added_over_http_and_engine_ms": {"p50": f["p50"] - d["p50"] - b["p50"],
+                                          "p99": f["p99"] - d["p99"] - b["p99"]},
+        "calls_per_s": full_per_s, "cpu_ms_per_call": cpu_full,
+        "ceilings": measured, "fraction_of_ceiling": _ratios(full_per_s, measured),
+    }
+
+
+async def run_bench(calls: int, seconds: float, concurrency: int, port: int, client: str = "lean",
+                    repeats: int = 3, js_messages: int = 20_000, two_routers: bool = True) -> dict:
     stack = await asyncio.to_thread(start_stack, "atlas", 1, port, "lite", 120.0, None,
                                     {"TIME_SCALE": "0", "LOG_LEVEL": "warning"})
-    extra_router = None
+    extra_router = ceilings = None
+    runs: list[dict] = []
+    two = None
     try:
-        bus = await Bus.connect(stack.nats_url, "mesh_bench", 5.0)
+        nats_url = role_url(stack.state_dir, stack.nats_url, "admin")
+        bus = await Bus.connect(nats_url, "mesh_bench", 5.0)
         async with _client(client, stack.url, stack.api_key, concurrency) as http:
             direct_engine = await DirectEngine(bus).start()
-            for _ in range(50):  # warm up both paths
-                await direct_engine.call("e0")
-                await _full_call(http)
-            direct, full = [], []
-            for _ in range(calls):  # interleaved, so drift in the machine's load hits both alike
-                direct.append(await direct_engine.call("e0"))
-                full.append(await _full_call(http))
-            load_start = os.getloadavg()[0]
-            one_router, cpu_ms_per_call = await _measured_throughput(http, seconds, concurrency, stack.proc.pid)
-            extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
-                                            env={**os.environ, "NATS_URL": stack.nats_url, "LOG_LEVEL": "warning"},
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            await asyncio.sleep(3.0)  # joins the queue group and hears a heartbeat
-            two_routers, cpu_two_routers = await _measured_throughput(http, seconds, concurrency, stack.proc.pid,
-                                                                      (extra_router.pid,))
+            answer = await _answer_bytes(stack.url, stack.api_key)
+            ceilings = CeilingServers(nats_url, stack.proc.pid, answer, 64).start()
+            async with _client(client, ceilings.http_url, stack.api_key, concurrency) as bare:
+                for _ in range(50):  # warm up every path
+                    await direct_engine.call("e0")
+                    await _full_call(http)
+                    await _full_call(bare)
+                load_start = load_average()
+                for i in range(repeats):
+                    print(f"mesh bench: repeat {i + 1} of {repeats}", file=sys.stderr, flush=True)
+                    runs.append(await _repeat(http, bare, direct_engine, ceilings, bus, stack.proc.pid, calls,
+                                              seconds, concurrency, js_messages))
+            if two_routers:
+                extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
+                                                env={**os.environ, "LOG_LEVEL": "warning",
+                                                     "NATS_URL": role_url(stack.state_dir, stack.nats_url, "router")},
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                await asyncio.sleep(3.0)  # joins the queue group and hears a heartbeat
+                window = CpuWindow(tree_roles={stack.proc.pid: stack_role}, pids={"router_2": extra_router.pid})
+                window.start()
+                t0 = time.perf_counter()
+                rate = await _throughput(http, seconds, concurrency)
+                two = {"calls_per_s": rate, "cpu_ms_per_call": window.per_unit_ms(rate * (time.perf_counter() - t0))}
         await bus.close()
     finally:
+        if ceilings is not None:
+            ceilings.stop()
         if extra_router is not None:
             extra_router.terminate()
             extra_router.wait(10)
         await asyncio.to_thread(stack.stop)
-    d, f = _stats_ms(direct), _stats_ms(full)
     return {
         "engine": "lite, TIME_SCALE=0 (zero-time)",
-        "calls": calls,
-        "direct_ms": d,
-        "full_ms": f,
-        "added_latency_ms": {"p50": f["p50"] - d["p50"], "p99": f["p99"] - d["p99"]},
-        "calls_per_s": one_router,
-        "calls_per_s_two_routers": two_routers,
-        "concurrency": concurrency,
-        "client": client,
-        # CPU each part of the stack spent per call in the one-router window (the bench's own
-        # client included: it shares the machine's cores with the stack)
-        "cpu_ms_per_call": cpu_ms_per_call,
-        "cpu_ms_per_call_two_routers": cpu_two_routers,
+        "calls": calls, "seconds": seconds, "concurrency": concurrency, "client": client, "repeats": repeats,
+        # each figure over the repeats: runs, min / median / max, spread = (max - min) / median
+        "summary": summarize_runs(runs),
+        "runs": runs,
+        # one window after the repeats, with a second router replica beside the stack
+        "two_routers": two,
         "cpu_count": os.cpu_count(),
         # the machine's load around the run (other work on it inflates CPU per call and cuts calls/s)
         "load_average_1m_start": load_start,
-        "load_average_1m": os.getloadavg()[0],
+        "load_average_1m": load_average(),
     }
+
+
+async def _answer_bytes(url: str, api_key: str) -> bytes:
+    """One full-path answer's bytes: what the bare endpoint sends back for every request."""
+    async with LeanHttpPool(url, 1) as pool:
+        status, data = await pool.post_json("/v1/chat/completions", CHAT_BODY, {"Authorization": f"Bearer {api_key}"})
+    if status != 200:
+        raise RuntimeError(f"the stack answered HTTP {status}: {data[:300]!r}")
+    return data
+
+
+def _finite(value):
+    """JSON has no NaN: a figure that could not be computed is null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.live.mesh_bench", description=__doc__.splitlines()[0])
-    p.add_argument("--calls", type=int, default=400)
-    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--calls", type=int, default=300, help="sequential calls per path per repeat (latency)")
+    p.add_argument("--seconds", type=float, default=5.0, help="length of each throughput window")
+    p.add_argument("--repeats", type=int, default=3, help="repeats of every measurement (the spread)")
+    p.add_argument("--js-messages", type=int, default=20_000, help="messages of the JetStream ceiling run")
+    p.add_argument("--no-two-routers", action="store_true", help="skip the window with a second router")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--port", type=int, default=8199)
     p.add_argument("--client", choices=("lean", "httpx"), default="lean", help="HTTP client of the full path")
     p.add_argument("--json", dest="json_path")
     args = p.parse_args(argv)
-    result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port, args.client))
-    text = json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                       for k, v in result.items()}, indent=1)
+    result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port, args.client,
+                                   args.repeats, args.js_messages, not args.no_two_routers))
+    result["command"] = "autellix bench mesh " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = json.dumps(_finite(result), indent=1)
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(text + "\n")

@@ -18,7 +18,7 @@ def test_bench_process_table_smoke(tmp_path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "autellix", "bench", "process-table", "--events", "3000", "--live-events", "500",
          "--rate", "200", "--duration-s", "1", "--programs", "20", "--propagation-programs", "10",
-         "--json", str(out)],
+         "--repeats", "2", "--js-messages", "500", "--json", str(out)],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -26,6 +26,12 @@ def test_bench_process_table_smoke(tmp_path) -> None:
     assert 0 < result["propagation_ms"]["p50"] <= result["propagation_ms"]["p99"]
     assert result["propagation"]["num_events"] == 200
     assert set(result["drain"]["cpu_us_per_event"]) >= {"process_table", "postgres", "nats_server"}
+    # the same-run ceilings, in every repeat, and the spread over the repeats
+    assert len(result["runs"]) == 2
+    for run in result["runs"]:
+        assert run["ceilings"]["upsert"]["per_s"] > 0 and run["ceilings"]["jetstream"]["pull_ack_per_s"] > 0
+        assert run["fraction_of_ceiling"]["bound_by"] in ("upsert", "jetstream_pull_ack")
+    assert len(result["summary"]["events_per_s"]["runs"]) == 2 and result["summary"]["events_per_s"]["spread"] >= 0
 
 
 def test_bench_without_a_name_prints_help() -> None:

@@ -1,0 +1,1 @@
+"""What the component benchmarks share: same-run ceilings, CPU per process, and the spread of repeats."""
