@@ -3,6 +3,7 @@ sent, and the routing metadata the completion event needs."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -54,4 +55,12 @@ def engine_call(route: m.RouteCall, now_s: float, seq: int) -> EngineCall:
         program_arrival_s = now_s
     return EngineCall(call_id=route.call_id, program_id=route.program_id, thread_id=route.thread_id,
                       prompt_segments=segments, max_output_tokens=route.max_tokens, arrival_s=now_s,
-                      program_arrival_s=program_arrival_s, seq=seq)
+                      program_arrival_s=program_arrival_s, seq=seq,
+                      expected_remaining_s=checked_estimate(route.expected_remaining_s))
+
+
+def checked_estimate(value: float | None) -> float | None:
+    """A SERPT estimate the engine may order by: finite and >= 0, else none (the fallback order)."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value

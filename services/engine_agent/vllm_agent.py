@@ -22,6 +22,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from services.engine_agent.calls import checked_estimate
 from services.engine_agent.completions import CompletionPublisher
 from shared import tracing
 from shared.bus.bus import Bus
@@ -118,6 +119,9 @@ class VllmEngineAgent:
         extra = {}
         if route.program_started_at_ns:
             extra["program_arrival_s"] = route.program_started_at_ns / 1e9  # vLLM's arrival clock is wall time
+        expected = checked_estimate(route.expected_remaining_s)
+        if expected is not None:
+            extra["expected_remaining_s"] = expected
         xargs.update(flat_program_args(route.program_id, route.thread_id, route.call_id, **extra))
         request["vllm_xargs"] = xargs
         request["request_id"] = route.call_id

@@ -27,6 +27,7 @@ from services.process_table.apply import BatchApplier
 from services.process_table.expiry import IdleSweeper
 from services.process_table.fold import Completion
 from services.process_table.models import CloseReason
+from services.process_table.program_sizes import ProgramSizes
 from services.process_table.puller import Delivery, StreamingPuller
 from services.process_table.settings import ProcessTableSettings
 from services.process_table.transact import in_transaction
@@ -71,6 +72,7 @@ class ProcessTableService:
         self.log = get_logger(component="process_table")
         self.applier = BatchApplier(engine)
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
+        self.sizes = ProgramSizes()  # SERPT: what closed sessions teach about their type's size
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.events_of_type(m.CallCompleted),
             types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion,
@@ -98,6 +100,8 @@ class ProcessTableService:
         await bus.subscribe(subjects.session_lookup(), self.on_lookup, queue=subjects.PROCESS_TABLE_QUEUE,
                             types=(m.LookupSession,), max_in_flight=REQUEST_CONCURRENCY)
         await bus.serve_health(self.health)
+        loaded = await self.transact(self.sizes.load, "load_program_sizes")
+        self.log.info("program_sizes_loaded", samples=loaded)
         await self.puller.start()
         self._apply_task = asyncio.create_task(self._apply_loop(), name="process_table:apply")
         await bus.consume_durable(subjects.PROCESS_TABLE_PROMOTIONS_DURABLE,
@@ -258,6 +262,7 @@ class ProcessTableService:
         self.applier.forget(msg.session_id)  # memory follows the open sessions (issue 7)
         closed = wire.session_closed(after)
         if before.state != after.state:
+            self.sizes.observe(after)
             metrics.session_closed(after)
             await self.bus.publish_event(closed)
         return closed
@@ -278,7 +283,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
         if msg.tenant and view.tenant_id != msg.tenant:
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
-        return wire.session_info(view, self.mlfq)
+        return wire.session_info(view, self.mlfq, self.sizes.expected_remaining_s(view))
 
     # --- expiry and health ---------------------------------------------------------------------
     async def expire_idle(self) -> list[str]:
@@ -290,6 +295,7 @@ class ProcessTableService:
         self.applier.forget(*(v.program_id for v in views))
         for view in views:
             self.log.info("session_expired", program_id=view.program_id, idle_ttl_s=self.settings.session_idle_ttl_s)
+            self.sizes.observe(view)
             metrics.session_closed(view)
             await self.bus.publish_event(wire.session_closed(view))
         return [v.program_id for v in views]

@@ -55,7 +55,7 @@ def _view(info: m.SessionInfo, session_id: str) -> SessionView:
         created_at=info.opened_at_ns / 1e9, closed_at=None if info.closed_at_ns is None else info.closed_at_ns / 1e9,
         attained_service_s=info.service_s, wait_s=info.wait_s, mlfq_level=info.level, num_calls=info.num_calls,
         num_threads=len(info.thread_service_s) or (1 if info.num_calls else 0),
-        primary_engine=info.primary_engine, promotions=info.epoch)
+        primary_engine=info.primary_engine, promotions=info.epoch, expected_remaining_s=info.expected_remaining_s)
 
 
 def _bus_unavailable(service: str, exc: BusError) -> ApiError:
@@ -258,8 +258,9 @@ class Gateway:
             self.limits.release(tenant, limit_key)
             raise
 
-    async def _session_for_call(self, tenant: str, call: PreparedCall) -> tuple[str | None, int]:
-        """(primary engine, opened at) of the call's open session; a client's id opens it on first use.
+    async def _session_for_call(self, tenant: str, call: PreparedCall) -> tuple[str | None, int, float | None]:
+        """(primary engine, opened at, expected remaining service) of the call's open session; a
+        client's id opens it on first use.
         The call's thread and parent are admitted against the session's threads (session_threads.py)."""
         session_id = call.session_id
         try:
@@ -269,18 +270,18 @@ class Gateway:
                 raise
             opened = await self._open(tenant, session_id)  # 409 if it was closed meanwhile
             self.session_threads.admit(call.program_id, (), call.thread_id, call.parent_thread_id, session_id)
-            return None, opened.opened_at_ns
+            return None, opened.opened_at_ns, None
         if info.state != "open":
             raise session_ended(session_id)
         self.session_threads.admit(call.program_id, info.thread_service_s, call.thread_id, call.parent_thread_id,
                                    session_id)
-        return info.primary_engine, info.opened_at_ns
+        return info.primary_engine, info.opened_at_ns, info.expected_remaining_s
 
     async def _start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
-        primary_engine = None
+        primary_engine, expected_remaining_s = None, None
         program_started_at_ns = time.time_ns()
         if call.session_id is not None:
-            primary_engine, opened_at_ns = await self._session_for_call(tenant, call)
+            primary_engine, opened_at_ns, expected_remaining_s = await self._session_for_call(tenant, call)
             program_started_at_ns = opened_at_ns or program_started_at_ns
         queue: asyncio.Queue = asyncio.Queue()
         reply_subject = self.token_subject(call.call_id)
@@ -298,7 +299,7 @@ class Gateway:
             primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
             next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s,
             completed_calls_before=self.completed_calls.get(call.program_id),
-            openai_body=call.openai_body, endpoint=call.endpoint)
+            expected_remaining_s=expected_remaining_s, openai_body=call.openai_body, endpoint=call.endpoint)
         try:
             await self.bus.publish_event_unacked(m.CallSubmitted(
                 call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,

@@ -167,6 +167,8 @@ class SessionView(BaseModel):
     num_threads: int = 0
     primary_engine: str | None = None  # where its KV lives (long prompts are routed there)
     promotions: int = 0
+    # SERPT: expected remaining service, learned from the tenant's closed sessions of this class
+    expected_remaining_s: float | None = None
 
 
 class ErrorBody(BaseModel):

@@ -21,7 +21,7 @@ from shared.protocol.ids import id_problem
 EXTRA_ARGS_KEY = "autellix"
 FLAT_PREFIX = "autellix_"
 _STR_FIELDS = ("program_id", "thread_id", "call_id")
-_FLOAT_FIELDS = ("program_arrival_s", "oracle_remaining_s")
+_FLOAT_FIELDS = ("program_arrival_s", "oracle_remaining_s", "expected_remaining_s")
 _INT_FIELDS = ("seq",)
 KNOWN_FIELDS = frozenset(_STR_FIELDS + _FLOAT_FIELDS + _INT_FIELDS)
 
@@ -34,6 +34,7 @@ class ProgramMeta:
     oracle_remaining_s: float = 0.0  # SRPT oracle only
     seq: int | None = None  # driver-wide submission order; None: the engine's own order
     call_id: str | None = None  # the mesh's call id, when vLLM's request id is its own
+    expected_remaining_s: float | None = None  # SERPT: the program's learned estimate at submit
 
 
 def flat_program_args(program_id: str, thread_id: str, call_id: str, **fields: Any) -> dict:
@@ -90,6 +91,7 @@ def parse_program_meta(extra_args: Any, request_id: str) -> ProgramMeta:
     program_id = _check_id("program_id", meta["program_id"], request_id)
     thread_id = _check_id("thread_id", meta.get("thread_id", ROOT_THREAD), request_id)
     arrival = meta.get("program_arrival_s")
+    expected = meta.get("expected_remaining_s")
     seq = meta.get("seq")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise ValueError(f"request {request_id}: extra_args[{EXTRA_ARGS_KEY!r}]['seq'] must be an int >= 0, "
@@ -99,6 +101,7 @@ def parse_program_meta(extra_args: Any, request_id: str) -> ProgramMeta:
         thread_id=thread_id,
         program_arrival_s=None if arrival is None else _check_float("program_arrival_s", arrival, request_id),
         oracle_remaining_s=_check_float("oracle_remaining_s", meta.get("oracle_remaining_s", 0.0), request_id),
+        expected_remaining_s=None if expected is None else _check_float("expected_remaining_s", expected, request_id),
         seq=seq,
         call_id=None if meta.get("call_id") is None else _check_id("call_id", meta["call_id"], request_id),
     )

@@ -87,6 +87,7 @@ class CallState:
     seq: int
     program_arrival_s: float
     oracle_remaining_s: float
+    expected_remaining_s: float | None  # SERPT's learned estimate at submit (None: none yet)
     submit_epoch: int
     thread_service_at_submit_s: float
     prompt_tokens: int
@@ -150,7 +151,8 @@ class ProgramScheduleState:
         call = CallState(
             call_id=call_id, program_id=meta.program_id, thread_id=meta.thread_id, arrival_s=arrival_s,
             seq=seq, program_arrival_s=meta.program_arrival_s if meta.program_arrival_s is not None else arrival_s,
-            oracle_remaining_s=meta.oracle_remaining_s, submit_epoch=ledger.epoch,
+            oracle_remaining_s=meta.oracle_remaining_s, expected_remaining_s=meta.expected_remaining_s,
+            submit_epoch=ledger.epoch,
             thread_service_at_submit_s=ledger.thread_service(meta.thread_id), prompt_tokens=prompt_tokens,
             epoch=ledger.epoch, waiting_since_s=now_s,
         )
@@ -181,7 +183,8 @@ class ProgramScheduleState:
         ledger = self.directory.ledger(call.program_id)
         return CallView(arrival_s=call.arrival_s, seq=call.seq, attained_s=call.attained_s,
                         program_service_s=ledger.service_s, thread_service_s=ledger.thread_service(call.thread_id),
-                        program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s)
+                        program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s,
+                        expected_remaining_s=call.expected_remaining_s)
 
     def _rekey(self, call: CallState) -> bool:
         """Recompute key and level from the core; True when the key changed."""
@@ -199,7 +202,7 @@ class ProgramScheduleState:
         name = self.policy.name
         if name is PolicyName.SRPT:
             return call.attained_s  # remaining work changes with every step
-        if name is PolicyName.FCFS:
+        if name in (PolicyName.FCFS, PolicyName.SERPT):  # SERPT's key is fixed at submit
             return float("inf")
         mlfq = self.policy.mlfq
         if call.level >= mlfq.num_levels - 1:

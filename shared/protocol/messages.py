@@ -100,6 +100,9 @@ class SessionInfo:
     primary_engine: str | None = None
     opened_at_ns: int = 0
     closed_at_ns: int | None = None
+    # SERPT: expected remaining service at S_p, from closed sessions of its tenant and workload
+    # class (services/process_table/program_sizes.py); None until enough of them closed
+    expected_remaining_s: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,6 +146,9 @@ class RouteCall:
     # how many of the session's calls the API had seen complete when this one was sent: an engine
     # whose view has folded fewer records no ATLAS thread base (the process table takes its own)
     completed_calls_before: int | None = None
+    # SERPT: the session's expected remaining service when the call was sent (SessionInfo's); None:
+    # sessionless, or too few closed sessions of its type
+    expected_remaining_s: float | None = None
     # a real engine (backend vllm) serves the client's OpenAI request itself: the request's JSON
     # body as the API accepted it, and its route ("/v1/chat/completions", "/v1/completions",
     # "/v1/responses"); empty for the simulated engines, which model `prompt_tokens` only

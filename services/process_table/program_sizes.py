@@ -1,0 +1,49 @@
+"""SERPT's program sizes in the process table: the owner of finished programs is the owner of what
+they teach (shared/core/size_estimator.py).
+
+A type is a tenant's workload class (the `workload_class` a session is opened with; "" for none),
+so one tenant's programs never move another tenant's estimates. A session that closes (by the
+client or idle expiry) with at least one completed call adds its service S_p as the table holds it
+(under `sum` aggregation, the program's total; a promoted program's counts from its last
+promotion). At start-up the windows are refilled from the most recently closed sessions, so a
+restart forgets nothing. A lookup answers the session's expected remaining service at its current
+S_p; the API carries it with each call to the engine (SERPT orders admission by it).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.process_table.views import ProgramView
+from shared.core.size_estimator import SizeEstimator, SizeEstimatorConfig
+
+
+def size_type(tenant_id: str, workload_class: str) -> str:
+    return f"{tenant_id}\x00{workload_class}"
+
+
+class ProgramSizes:
+    def __init__(self, config: SizeEstimatorConfig | None = None) -> None:
+        self.estimator = SizeEstimator(config)
+
+    def observe(self, view: ProgramView) -> None:
+        """A session closed: what it received is one sample of its type (a session that never
+        completed a call teaches nothing)."""
+        if view.num_completed_calls > 0:
+            self.estimator.observe(size_type(view.tenant_id, view.workload_class), max(view.service_s, 0.0))
+
+    def expected_remaining_s(self, view: ProgramView) -> float | None:
+        return self.estimator.expected_remaining_s(size_type(view.tenant_id, view.workload_class), view.service_s)
+
+    async def load(self, conn: AsyncConnection) -> int:
+        """Refill every window from the most recently closed sessions, oldest first; returns how
+        many samples were read."""
+        cfg = self.estimator.config
+        rows = (await conn.execute(text(
+            """SELECT tenant_id, workload_class, service_s FROM programs
+               WHERE state = 'closed' AND num_completed_calls > 0 AND closed_at IS NOT NULL
+               ORDER BY closed_at DESC LIMIT :limit"""), {"limit": cfg.window * min(cfg.max_types, 64)})).all()
+        for tenant_id, workload_class, service_s in reversed(rows):
+            self.estimator.observe(size_type(tenant_id, workload_class), max(float(service_s), 0.0))
+        return len(rows)

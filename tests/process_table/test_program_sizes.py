@@ -1,0 +1,54 @@
+"""SERPT's sizes in the process table, on real NATS and PostgreSQL: closed sessions of a tenant's
+workload class teach the expected remaining service a lookup answers, other tenants and classes
+are untouched, and a restarted table has learned the same from the database."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.core.size_estimator import SizeEstimatorConfig
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from tests.process_table.conftest import eventually, new_id
+from tests.process_table.test_service import completion, lookup
+
+MIN_SAMPLES = SizeEstimatorConfig().min_samples
+
+
+async def _finished_session(bus, tenant: str, workload: str, service_s: float) -> None:
+    pid = new_id("p")
+    await bus.request(subjects.session_open(), m.OpenSession(session_id=pid, tenant=tenant, workload_class=workload),
+                      timeout_s=2.0)
+    await bus.publish_event(completion(pid, new_id("c"), service_s, 0.1, tenant=tenant))
+
+    async def applied() -> bool:
+        return (await lookup(bus, pid, tenant)).num_completed_calls == 1
+    await eventually(applied)
+    await bus.request(subjects.session_close(), m.CloseSession(session_id=pid, tenant=tenant), timeout_s=2.0)
+
+
+async def _open(bus, tenant: str, workload: str) -> str:
+    pid = new_id("p")
+    await bus.request(subjects.session_open(), m.OpenSession(session_id=pid, tenant=tenant, workload_class=workload),
+                      timeout_s=2.0)
+    return pid
+
+
+async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(start_process_table, bus) -> None:
+    table = await start_process_table(default_aggregation="sum")
+    tenant, workload = new_id("acme"), "react"
+    fresh = await _open(bus, tenant, workload)
+    assert (await lookup(bus, fresh, tenant)).expected_remaining_s is None  # nothing learned yet
+    for _ in range(MIN_SAMPLES):
+        await _finished_session(bus, tenant, workload, 4.0)
+    info = await lookup(bus, fresh, tenant)
+    assert info.expected_remaining_s == pytest.approx(4.0)  # every program of its class took 4 s
+    other_tenant = await _open(bus, new_id("globex"), workload)
+    other_class = await _open(bus, tenant, "chat")
+    assert (await lookup(bus, other_tenant)).expected_remaining_s is None
+    assert (await lookup(bus, other_class, tenant)).expected_remaining_s is None
+
+    await table.stop()
+    await table.bus.close()  # its lookups stop: only the new table answers
+    await start_process_table(default_aggregation="sum")  # a new table reads what closed before
+    assert (await lookup(bus, fresh, tenant)).expected_remaining_s == pytest.approx(4.0)
