@@ -63,6 +63,26 @@ def starvation_check(exp: Experiment, policies: dict[str, dict]) -> dict | None:
     }
 
 
+def tails_at_fcfs_capacity(exp: Experiment, policies: dict[str, dict]) -> dict | None:
+    """Every policy's p99 normalized latency beside FCFS's at FCFS's own max rate (first SLO):
+    the no-regression check of a policy's tail, not only its crossing."""
+    if "fcfs" not in policies or not policies["fcfs"]["max_rate_at_slo"] > 0:
+        return None
+    rate = policies["fcfs"]["max_rate_at_slo"]
+    n = exp.config.num_programs
+    fcfs = exp.point(VARIANTS["fcfs"], rate, n)
+    out = {"rate": rate, "fcfs_p99_norm_latency_s": fcfs["p99_norm_latency_s"], "policies": {}}
+    for name in policies:
+        if name == "fcfs":
+            continue
+        point = exp.point(VARIANTS[name], rate, n)
+        out["policies"][name] = {
+            "p99_norm_latency_s": point["p99_norm_latency_s"], "mean_norm_latency_s": point["mean_norm_latency_s"],
+            "stable": point["stable"],
+            "no_worse": point["p99_norm_latency_s"] <= fcfs["p99_norm_latency_s"] * (1 + 1e-9)}
+    return out
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
@@ -93,6 +113,7 @@ def run_experiment(config: ExperimentConfig, progress: Callable[[str], None] | N
         "policies": policies,
         "ratios": ratios(policies, labels),
         "starvation_check": starvation_check(exp, policies),
+        "tails_at_fcfs_capacity": tails_at_fcfs_capacity(exp, policies),
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
