@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from shared.core.policy import PolicyName, parse_policy
+from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
 
@@ -21,7 +21,7 @@ class EngineAgentSettings(MeshSettings):
     env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "ENGINE_")
     engine_id: str = "e0"
     engine_backend: Literal["lite", "emulated", "vllm", "upstream"] = "lite"
-    scheduling_policy: PolicyName = PolicyName.ATLAS
+    scheduling_policy: PolicySetting = DEFAULT_POLICY  # the mesh's one policy setting (policy_setting.py)
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     # vLLM's max_num_seqs (running calls per step) and KV blocks; None keeps the engine's defaults
     # (256, and the preset's free blocks)
@@ -86,11 +86,6 @@ class EngineAgentSettings(MeshSettings):
             raise ValueError(f"ENGINE_MODEL and ENGINE_VLLM_ARGS apply to backend vllm only, not "
                              f"{self.engine_backend!r}")
         return self
-
-    @field_validator("scheduling_policy", mode="before")
-    @classmethod
-    def _parse(cls, v: object) -> object:
-        return parse_policy(v) if isinstance(v, str) else v
 
     @field_validator("engine_preset")
     @classmethod

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from services.engine_agent.calls import checked_estimate
 from shared import tracing
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
@@ -136,7 +137,8 @@ class UpstreamServing:
     def _request(self, route: m.RouteCall) -> tuple[bytes, bool, _Observed]:
         request = json.loads(route.openai_body)
         ledger = self.directory.ledger(route.program_id)
-        request["priority"] = call_priority(self.policy, ledger, route.thread_id)
+        request["priority"] = call_priority(self.policy, ledger, route.thread_id,
+                                            checked_estimate(route.expected_remaining_s))
         request["session_id"] = route.program_id
         request["request_id"] = route.call_id
         hide_usage = False

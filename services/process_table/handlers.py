@@ -228,7 +228,7 @@ class ProcessTableService:
         async def work(conn: AsyncConnection):
             return await sessions.open_session(
                 conn, program_id=msg.session_id, tenant_id=msg.tenant or "default", name=msg.name,
-                workload_class=msg.workload_class, aggregation=self.settings.default_aggregation.value)
+                workload_class=msg.workload_class, aggregation=self.settings.aggregation.value)
 
         try:
             view, created = await self.transact(work, "open_session")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from services.process_table.db import async_database_url
+from shared.core.policy import SchedulingPolicy
 from shared.core.program import ServiceAggregation
 from shared.settings import DatabaseSettings
 
@@ -24,8 +26,10 @@ class ProcessTableSettings(DatabaseSettings):
     # per-batch costs (a commit, one row update and one update event per program) amortise over 4x
     # the events; measured, table CPU per event -10 to -26%, database time per event -24 to -40%
     completion_batch_size: int = Field(default=4096, ge=1, le=10_000)
-    # PLAS ("sum") or ATLAS ("critical_path") for sessions opened here (OpenSession has no field for it)
-    default_aggregation: ServiceAggregation = ServiceAggregation.CRITICAL_PATH
+    # how a program's service folds follows the policy the engines run (one setting for both);
+    # DEFAULT_AGGREGATION may only say the same thing ("sum" or "critical_path")
+    scheduling_policy: PolicySetting = DEFAULT_POLICY
+    default_aggregation: ServiceAggregation | None = None
     # session and promotion writes are retried with exponential backoff for this long, then answered
     # with an error (requests) or nak'ed for redelivery (promotions); completion batches are retried
     # until they commit, whatever this says (they are never acknowledged before, never dropped)
@@ -33,6 +37,20 @@ class ProcessTableSettings(DatabaseSettings):
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
     mlfq_num_levels: int = Field(default=8, ge=1)
     mlfq_base_quantum_s: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> ProcessTableSettings:
+        implied = SchedulingPolicy(self.scheduling_policy).aggregation
+        if self.default_aggregation is not None and self.default_aggregation is not implied:
+            raise ValueError(f"DEFAULT_AGGREGATION={self.default_aggregation.value} contradicts "
+                             f"SCHEDULING_POLICY={self.scheduling_policy.value}, which folds service as "
+                             f"{implied.value}; set only SCHEDULING_POLICY")
+        return self
+
+    @property
+    def aggregation(self) -> ServiceAggregation:
+        """How sessions opened here fold their calls' service (OpenSession has no field for it)."""
+        return SchedulingPolicy(self.scheduling_policy).aggregation
 
     @field_validator("database_url", mode="before")
     @classmethod

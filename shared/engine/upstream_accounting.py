@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core.policy import CallView, SchedulingPolicy
+from shared.core.policy import CallView, PolicyName, SchedulingPolicy
 from shared.core.program import ProgramLedger
 
 _GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
@@ -35,10 +35,15 @@ _COUNTERS = {"vllm:request_prefill_time_seconds_sum": "prefill_sum",
              "vllm:request_queue_time_seconds_count": "queue_count"}
 
 
-def call_priority(policy: SchedulingPolicy, ledger: ProgramLedger, thread_id: str) -> int:
-    """vLLM `priority` of a new call: its program-level MLFQ level (0 for FCFS: arrival order)."""
+def call_priority(policy: SchedulingPolicy, ledger: ProgramLedger, thread_id: str,
+                  expected_remaining_s: float | None = None) -> int:
+    """vLLM `priority` of a new call: its program-level MLFQ level (0 for FCFS: arrival order); for
+    SERPT, which has no levels, its expected remaining service in milliseconds (less first)."""
     view = CallView(arrival_s=0.0, seq=0, attained_s=0.0, program_service_s=ledger.service_s,
-                    thread_service_s=ledger.thread_service(thread_id), program_arrival_s=0.0)
+                    thread_service_s=ledger.thread_service(thread_id), program_arrival_s=0.0,
+                    expected_remaining_s=expected_remaining_s)
+    if policy.name is PolicyName.SERPT:
+        return round(1000 * policy.key(view)[1])
     return policy.level(view)
 
 

@@ -111,3 +111,15 @@ def test_more_attained_service_never_means_a_better_priority(service, more):
     b = ProgramLedger(program_id="b")
     a.service_s, b.service_s = service, service + more
     assert call_priority(policy, a, "main") <= call_priority(policy, b, "main")
+
+
+@given(st.floats(min_value=0, max_value=1e5), st.floats(min_value=0, max_value=1e5))
+def test_serpt_sends_less_expected_work_as_a_lower_priority(a, b):
+    serpt = SchedulingPolicy(PolicyName.SERPT)
+    ledger = ProgramLedger("p")
+    pa, pb = call_priority(serpt, ledger, "main", a), call_priority(serpt, ledger, "main", b)
+    if round(1000 * a) < round(1000 * b):
+        assert pa < pb
+    # without an estimate: what the program has had (least attained first)
+    ledger.service_s = a
+    assert call_priority(serpt, ledger, "main", None) == round(1000 * a)

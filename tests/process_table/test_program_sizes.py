@@ -35,7 +35,7 @@ async def _open(bus, tenant: str, workload: str) -> str:
 
 
 async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(start_process_table, bus) -> None:
-    table = await start_process_table(default_aggregation="sum")
+    table = await start_process_table(scheduling_policy="serpt")
     tenant, workload = new_id("acme"), "react"
     fresh = await _open(bus, tenant, workload)
     assert (await lookup(bus, fresh, tenant)).expected_remaining_s is None  # nothing learned yet
@@ -50,5 +50,5 @@ async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(s
 
     await table.stop()
     await table.bus.close()  # its lookups stop: only the new table answers
-    await start_process_table(default_aggregation="sum")  # a new table reads what closed before
+    await start_process_table(scheduling_policy="serpt")  # a new table reads what closed before
     assert (await lookup(bus, fresh, tenant)).expected_remaining_s == pytest.approx(4.0)

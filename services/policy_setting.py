@@ -1,0 +1,26 @@
+"""The one scheduling-policy setting of the mesh: `SCHEDULING_POLICY`, read by the engines (their
+queue order) and by the process table (how it folds a program's service, the policy's own
+aggregation), so the two can never disagree. `DEFAULT_POLICY` is chosen by the simulator's
+results (docs/results/serpt/).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from shared.core.policy import PolicyName, parse_policy
+
+DEFAULT_POLICY = PolicyName.ATLAS
+
+
+def _parse(value: object) -> object:
+    policy = parse_policy(value) if isinstance(value, str) else value
+    if policy is PolicyName.SRPT:
+        raise ValueError("srpt orders by each program's future service, which only the simulator knows; "
+                         "serpt learns it from finished programs and runs live")
+    return policy
+
+
+PolicySetting = Annotated[PolicyName, BeforeValidator(_parse)]
