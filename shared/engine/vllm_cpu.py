@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
@@ -143,3 +144,54 @@ def remaining_tokens(sched: Scheduler) -> int:
         if not r.is_finished():
             total += r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
     return total
+
+
+class TimedEngine:
+    """A real vLLM engine (the model runs) with its engine core in this process, every core step
+    timed with what it scheduled: the step-time profile behind a fitted cost preset."""
+
+    def __init__(self, model: str, **engine_kwargs) -> None:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in-process: steps are ours to time
+        from vllm import LLM
+
+        self.engine = LLM(model=model, **engine_kwargs).llm_engine
+        core = self.engine.engine_core.engine_core
+        self.scheduler = core.scheduler
+        self.steps: list[dict] = []  # {duration_s, *_cpu_s, tokens, decode_ctx, num_decodes, chunks}
+        schedule, step_fn = self.scheduler.schedule, core.step_fn
+        pending: list[dict] = []
+
+        def timed_schedule(*a, **k):
+            so = schedule(*a, **k)
+            tokens, decode_ctx, chunks = scheduled_work(self.scheduler, so)
+            pending.append({"tokens": tokens, "decode_ctx": decode_ctx,
+                            "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks})
+            return so
+
+        def timed_step():
+            # wall time, and the CPU time of this thread (the model runs on it: one OMP thread) and
+            # of the process: on a shared machine the wall time includes waits for a core
+            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
+            out = step_fn()
+            if pending and pending[-1]["tokens"]:
+                self.steps.append({"duration_s": time.perf_counter() - t0, "thread_cpu_s": time.thread_time() - c0,
+                                   "process_cpu_s": time.process_time() - p0, **pending[-1]})
+            pending.clear()
+            return out
+
+        self.scheduler.schedule = timed_schedule
+        core.step_fn = timed_step
+
+    def add(self, request_id: str, token_ids: list[int], max_tokens: int) -> None:
+        self.engine.add_request(request_id, {"prompt_token_ids": list(token_ids)},
+                                SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False))
+
+    def step(self) -> None:
+        self.engine.step()
+
+    def busy(self) -> bool:
+        return self.engine.has_unfinished_requests()
+
+    def decoding(self) -> int:
+        """Requests past their prompt (each decodes one token per step)."""
+        return sum(1 for r in self.scheduler.running if r.num_computed_tokens >= r.num_prompt_tokens)

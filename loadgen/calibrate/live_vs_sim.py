@@ -1,0 +1,187 @@
+"""The same programs on the real vLLM CPU engine through the mesh and in the simulator, per policy.
+
+`python -m loadgen.calibrate.live_vs_sim --workload W --programs N --rate R --max-num-seqs S \
+    --policies fcfs,atlas --json docs/results/tiny_cpu_live_vs_sim.json`
+
+Live: for each policy a fresh `autellix up --backend vllm --model tiny --vllm-args "--max-num-seqs S"`
+(the policy in the engine's scheduler class and the controller), the programs driven through the
+API with token-exact prompts and `ignore_eos` (`real_driver`), Poisson arrivals. Simulated: the
+same programs and arrival times on the lite engine with the fitted `tiny-cpu` preset and the real
+engine's limits (`sim_side`), counting the programs that finished by the same drain cutoff. Both
+sides report mean normalized latency and program completion time (p50, p99).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from loadgen.calibrate.real_driver import RealEngineDriver
+from loadgen.calibrate.real_stack import start_real_stack
+from loadgen.calibrate.scaled import shrink
+from loadgen.calibrate.sim_side import RealEngineShape, simulate
+from loadgen.calibrate.summary import program_summary
+from loadgen.live.regime import RegimeSampler
+from loadgen.live.report import finite
+from loadgen.live.run import LiveRunConfig, programs_for
+from loadgen.workloads.registry import WORKLOADS
+from shared.core.policy import parse_policy
+from shared.engine.cost_model import CostModel, get_preset
+
+LIVE_POLICIES = ("fcfs", "mlfq", "plas", "atlas")  # SRPT needs an oracle: simulation only
+
+
+async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float) -> dict:
+    stack = await asyncio.to_thread(start_real_stack, policy, port, f"--max-num-seqs {max_num_seqs}")
+    sampler = RegimeSampler()
+    load_before = os.getloadavg()
+    try:
+        if stack.nats_url:
+            await sampler.start(stack.nats_url)
+        driver = RealEngineDriver(stack.url, stack.api_key)
+        t0 = time.perf_counter()
+        try:
+            records = await driver.run(programs, None, drain_timeout_s)
+        finally:
+            await driver.close()
+        wall = time.perf_counter() - t0
+    finally:
+        regime = await sampler.stop()
+        await asyncio.to_thread(stack.stop)
+    done = [(r.response_s, r.normalized_latency_s) for r in records if r.ok]
+    short = [r.program_id for r in records if r.ok and r.output_tokens != _expected(programs, r.program_id)]
+    return {**program_summary(len(programs), done), "regime": regime, "wall_s": round(wall, 1),
+            "errors": sorted({r.error for r in records if r.error})[:5],
+            "programs_with_other_output_length": short,
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+
+
+def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
+    """The preset with the engine thread's CPU-time fit (what a step costs with a core to itself)."""
+    c = json.loads(Path(fit_path).read_text())["thread_cpu_fit"]["coefficients"]
+    return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
+                                         step_overhead_s=c["overhead_s"],
+                                         fitted_attn_read_s_per_token=c["s_per_ctx_token"],
+                                         fitted_attn_pair_s=c["s_per_pair"]))
+
+
+def _expected(programs, program_id: str) -> int:
+    return next(p.output_tokens for p in programs if p.program_id == program_id)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def compare(live: dict[str, dict], sim: dict[str, dict]) -> dict:
+    rows = {}
+    for pol in live:
+        rows[pol] = {k: _ratio(sim[pol][k], live[pol][k]) for k in
+                     ("mean_norm_latency_s", "p50_completion_s", "p99_completion_s", "mean_completion_s")}
+    order_live = sorted(live, key=lambda p: live[p]["mean_norm_latency_s"])
+    order_sim = sorted(sim, key=lambda p: sim[p]["mean_norm_latency_s"])
+    return {"sim_over_live": rows, "order_live": order_live, "order_sim": order_sim,
+            "same_order": order_live == order_sim,
+            "within_15pct": {p: abs(r["mean_norm_latency_s"] - 1) <= 0.15 for p, r in rows.items()}}
+
+
+async def run(args) -> dict:
+    config = LiveRunConfig(url="", api_key="", workload=args.workload, rates=[args.rate],
+                           num_programs=args.programs, seed=args.seed, model="tiny")
+    programs = shrink(programs_for(config, args.rate), args.token_scale)
+    cutoff_s = max(p.arrival_s for p in programs) + args.drain_timeout
+    shape = RealEngineShape(max_num_seqs=args.max_num_seqs)
+    live, sim, presets = {}, {}, {}
+    for pol in args.policies:
+        print(f"== {pol}: live (autellix up --backend vllm --model tiny)", file=sys.stderr, flush=True)
+        live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout)
+        print(f"   live {json.dumps(finite(live[pol]))[:400]}", file=sys.stderr, flush=True)
+        sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
+        for extra in args.also_presets:
+            presets.setdefault(extra, {})[pol] = simulate(programs, pol, extra, shape, cutoff_s)
+        if args.bracket_fit:
+            presets.setdefault("thread-cpu-fit", {})[pol] = simulate(programs, pol, args.preset, shape, cutoff_s,
+                                                                     thread_cpu_cost(args.bracket_fit, args.preset))
+    return finite({
+        "what": "the same programs live on the real vLLM CPU engine (tiny model, through the mesh) and in the "
+                "simulator (lite engine, fitted preset)",
+        "workload": args.workload, "token_scale": args.token_scale, "num_programs": args.programs,
+        "rate": args.rate, "seed": args.seed,
+        "max_num_seqs": args.max_num_seqs, "preset": args.preset, "engine_shape": vars(shape),
+        "drain_timeout_s": args.drain_timeout, "program_output_tokens": [p.output_tokens for p in programs],
+        "live": live, "sim": sim, "comparison": compare(live, sim),
+        "sim_other_presets": {k: {"sim": v, "comparison": compare(live, v)} for k, v in presets.items()} or None,
+        "note": "shared 2-core machine: other engineers' tests and benchmarks ran during the live runs",
+        "command": "python -m loadgen.calibrate.live_vs_sim " + " ".join(sys.argv[1:]),
+    })
+
+
+def print_table(result: dict) -> None:
+    print(f"{result['workload']} (tokens / {result['token_scale']}), {result['num_programs']} programs at {result['rate']:g}/s, max_num_seqs "
+          f"{result['max_num_seqs']}, preset {result['preset']}")
+    print(f"{'policy':8s} {'side':5s} {'done':>5s} {'mean ms/tok':>12s} {'p50 prog s':>11s} {'p99 prog s':>11s}")
+    for pol in result["live"]:
+        for side in ("live", "sim"):
+            r = result[side][pol]
+            mean = r["mean_norm_latency_s"]
+            print(f"{pol:8s} {side:5s} {r['completed_programs']:>5d} {mean * 1e3 if mean else float('nan'):12.1f} "
+                  f"{r['p50_completion_s'] or float('nan'):11.1f} {r['p99_completion_s'] or float('nan'):11.1f}")
+        ratio = result["comparison"]["sim_over_live"][pol]["mean_norm_latency_s"]
+        print(f"{pol:8s} sim/live mean normalized latency {ratio if ratio else float('nan'):.3f}")
+    c = result["comparison"]
+    print(f"order live {c['order_live']}, sim {c['order_sim']}: {'same' if c['same_order'] else 'different'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workload", default="chatbot")
+    p.add_argument("--programs", type=int, default=16)
+    p.add_argument("--rate", type=float, required=True, help="program arrivals per second (Poisson)")
+    p.add_argument("--max-num-seqs", type=int, default=2)
+    p.add_argument("--policies", default="fcfs,atlas")
+    p.add_argument("--preset", default="tiny-cpu")
+    p.add_argument("--also-presets", default="", help="more presets to simulate beside --preset (comma list)")
+    p.add_argument("--bracket-fit", default=None,
+                   help="a fit_cpu JSON: also simulate with its thread-CPU-time coefficients (a lower bracket)")
+    p.add_argument("--token-scale", type=int, default=1,
+                   help="divide every token count of the programs by this (same programs on both sides)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--drain-timeout", type=float, default=300.0)
+    p.add_argument("--port", type=int, default=18531)
+    p.add_argument("--json", dest="json_path")
+    p.add_argument("--plot", dest="plot_path")
+    args = p.parse_args(argv)
+    if args.workload not in WORKLOADS:
+        p.error(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
+    try:
+        args.policies = [parse_policy(n).value for n in args.policies.split(",") if n.strip()]
+        for name in [args.preset, *(x for x in args.also_presets.split(",") if x.strip())]:
+            get_preset(name)
+    except ValueError as exc:
+        p.error(str(exc))
+    bad = [n for n in args.policies if n not in LIVE_POLICIES]
+    if bad:
+        p.error(f"{', '.join(bad)} cannot run live (clairvoyant: simulation only); live policies: "
+                f"{', '.join(LIVE_POLICIES)}")
+    args.also_presets = [x.strip() for x in args.also_presets.split(",") if x.strip()]
+    result = asyncio.run(run(args))
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    if args.plot_path:
+        from loadgen.calibrate.plot import plot_live_vs_sim
+
+        plot_live_vs_sim([result], args.plot_path)
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

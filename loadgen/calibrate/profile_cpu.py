@@ -1,0 +1,158 @@
+"""Profile the real vLLM CPU engine on the tiny model: every engine-core step timed with what it ran.
+
+`python -m loadgen.calibrate.profile_cpu --json docs/results/tiny_cpu_profile.json`
+
+The engine is the one `autellix up --backend vllm --model tiny` serves (same model folder and
+flags: dummy weights, eager mode, a 256 MiB KV cache, vLLM's CPU defaults for the token budget),
+with its engine core in this process so each step can be timed. Scenarios, each repeated:
+- prefill: one prompt of n tokens (a whole chunk, context n);
+- prefill on a cached prefix: a prompt of P tokens, then the same P plus n more (chunk n at context P + n);
+- decode: B prompts of C tokens, then steps where all B decode (context B x C summed);
+- mixed: decoders running while a new prompt's chunk joins their steps.
+Every step's record (duration, tokens, decode contexts, prefill chunks) is kept; `fit_cpu` fits them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+from shared.engine.tiny_model import make_tiny_model
+
+# the same flags as TINY_MODEL_VLLM_ARGS (services/engine_agent/vllm_main.py), as engine kwargs
+TINY_ENGINE_KWARGS = {"load_format": "dummy", "enforce_eager": True, "kv_cache_memory_bytes": 256 << 20,
+                      "max_model_len": 131072, "seed": 0}
+PREFILL_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 3072, 4096)
+CACHED = ((1024, 128), (1024, 1024), (4096, 128), (4096, 1024), (16384, 128), (16384, 1024))
+DECODE = ((1, 64), (2, 64), (4, 64), (8, 64), (16, 64), (1, 1024), (2, 1024), (4, 1024), (8, 1024),
+          (1, 4096), (2, 4096), (4, 4096), (1, 16384), (2, 16384))
+DECODE_STEPS = 8
+MIXED = ((4, 1024, 512), (8, 256, 1024), (2, 4096, 2048))  # (decoders, their context, new prompt)
+
+
+class Profiler:
+    def __init__(self, engine, seed: int) -> None:
+        self.engine = engine
+        self.rng = random.Random(seed)
+        self.n = 0
+        self.scenario = ""
+        self.verbose = False
+
+    def tokens(self, n: int) -> list[int]:
+        return [self.rng.randrange(3, 500) for _ in range(n)]  # fresh tokens: no prefix-cache hit
+
+    def rid(self) -> str:
+        self.n += 1
+        return f"{self.scenario}-{self.n}"
+
+    def drain(self) -> None:
+        while self.engine.busy():
+            self._step()
+
+    def _step(self) -> None:
+        before = len(self.engine.steps)
+        self.engine.step()
+        for s in self.engine.steps[before:]:
+            s["scenario"] = self.scenario
+            if self.verbose:
+                print(f"{self.scenario} {s['tokens']} tok, {s['num_decodes']} dec, ctx {s['decode_ctx']}, "
+                      f"chunks {s['chunks']}: {s['duration_s'] * 1e3:.1f} ms (cpu {s['thread_cpu_s'] * 1e3:.1f} / "
+                      f"{s['process_cpu_s'] * 1e3:.1f})", file=sys.stderr, flush=True)
+
+    def prefill(self, n: int) -> None:
+        self.engine.add(self.rid(), self.tokens(n), 1)
+        self.drain()
+
+    def cached(self, prior: int, n: int) -> None:
+        base = self.tokens(prior)
+        self.engine.add(self.rid(), base, 1)
+        self.drain()
+        self.engine.add(self.rid(), base + self.tokens(n), 1)
+        self.drain()
+
+    def decode(self, batch: int, ctx: int, steps: int = DECODE_STEPS) -> None:
+        """B prompts of C tokens; once all decode, `steps` more steps (then they finish)."""
+        self.start_decoders(batch, ctx, steps)
+        self.drain()
+
+    def start_decoders(self, batch: int, ctx: int, steps: int) -> None:
+        for _ in range(batch):
+            self.engine.add(self.rid(), self.tokens(ctx), steps + 4)
+        while self.engine.decoding() < batch:
+            self._step()
+
+    def mixed(self, batch: int, ctx: int, new: int) -> None:
+        self.start_decoders(batch, ctx, 64)
+        self.engine.add(self.rid(), self.tokens(new), 1)
+        self.drain()
+
+
+def run_profile(reps: int, seed: int, verbose: bool = False) -> dict:
+    from shared.engine.vllm_cpu import TimedEngine  # imports vLLM
+
+    folder = make_tiny_model(os.environ.get("ENGINE_TINY_MODEL_DIR", "/tmp/autellix-tiny-model"))
+    t0 = time.time()
+    engine = TimedEngine(str(folder), **TINY_ENGINE_KWARGS)
+    sched = engine.scheduler
+    prof = Profiler(engine, seed)
+    prof.verbose = verbose
+    load_before = os.getloadavg()
+    prof.scenario = "warmup"
+    for n in (16, 512, 4096):
+        prof.prefill(n)
+    prof.decode(4, 256)
+    for _ in range(reps):
+        prof.scenario = "prefill"
+        for n in PREFILL_SIZES:
+            prof.prefill(n)
+        prof.scenario = "cached"
+        for prior, n in CACHED:
+            prof.cached(prior, n)
+        prof.scenario = "decode"
+        for batch, ctx in DECODE:
+            prof.decode(batch, ctx)
+        prof.scenario = "mixed"
+        for batch, ctx, new in MIXED:
+            prof.mixed(batch, ctx, new)
+    steps = [s for s in engine.steps if s["scenario"] != "warmup"]
+    return {
+        "what": "vLLM CPU engine core steps on the tiny model (autellix up --backend vllm --model tiny)",
+        "engine_kwargs": {k: v for k, v in TINY_ENGINE_KWARGS.items()},
+        "block_size": sched.block_size,
+        "num_kv_blocks": sched.cache_config.num_gpu_blocks,
+        "max_num_batched_tokens": sched.max_num_scheduled_tokens,
+        "max_num_seqs": sched.max_num_running_reqs,
+        "prefix_caching": sched.cache_config.enable_prefix_caching,
+        "reps": reps, "seed": seed,
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
+                 "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+                 "note": "shared machine: other engineers' tests ran on the same 2 cores"},
+        "wall_s": round(time.time() - t0, 1),
+        "steps": steps,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", dest="json_path", required=True)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verbose", action="store_true", help="print every step")
+    args = p.parse_args(argv)
+    result = run_profile(args.reps, args.seed, args.verbose)
+    result["command"] = "python -m loadgen.calibrate.profile_cpu " + " ".join(argv if argv is not None else
+                                                                                sys.argv[1:])
+    Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json_path).write_text(json.dumps(result, indent=None, separators=(",", ":")) + "\n")
+    print(f"{len(result['steps'])} steps in {result['wall_s']} s -> {args.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The simulator's run of the programs a live real-engine run served: lite engine on a fitted CPU
+preset, with the real engine's limits (token budget, block size, KV blocks, max_num_seqs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadgen.calibrate.summary import program_summary
+from loadgen.sim.simulator import SimConfig, Simulation
+from loadgen.workloads.spec import ProgramSpec
+from shared.core.policy import SchedulingPolicy, parse_policy
+from shared.engine.api import DictProgramDirectory
+from shared.engine.cost_model import CostModel
+from shared.engine.lite import LiteEngine, LiteEngineConfig
+
+
+@dataclass(frozen=True)
+class RealEngineShape:
+    """What the profile read from the real engine (vLLM's CPU defaults for the tiny model)."""
+
+    max_num_seqs: int
+    token_budget: int = 4096  # vLLM's max_num_batched_tokens on CPU
+    block_size: int = 128  # vLLM CPU's KV block
+    num_blocks: int = 2048  # 256 MiB of KV for the tiny model: 262,144 tokens
+
+
+def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,
+             cutoff_s: float, cost: CostModel | None = None) -> dict:
+    pol = SchedulingPolicy(parse_policy(policy))
+    directory = DictProgramDirectory()
+    cfg = LiteEngineConfig(preset=preset, token_budget=shape.token_budget, max_num_seqs=shape.max_num_seqs,
+                           block_size=shape.block_size, num_blocks=shape.num_blocks)
+    engine = LiteEngine("e0", pol, directory, cfg, cost)
+    arrivals = [p.arrival_s for p in programs]
+    outcome = Simulation(programs, arrivals, [engine], directory, SimConfig(policy=pol)).run()
+    done = [(r.response_s, r.normalized_latency_s) for r in outcome.records if r.finish_s <= cutoff_s]
+    regime = outcome.summary()["regime"]
+    return {**program_summary(len(programs), done),
+            "regime": {k: regime[k] for k in ("mean_running_calls", "mean_waiting_calls", "max_waiting_calls",
+                                              "preemptions", "prefix_hit_rate") if k in regime},
+            "engine_stats": dict(engine.stats)}
