@@ -78,6 +78,12 @@ class SchedulingPolicy:
             return self.mlfq.level_for(call.program_service_s + call.attained_s)
         return 0
 
+    def vllm_priority(self, key: PriorityKey) -> int:
+        """vLLM's integer `priority` (lower first) for a key: where a stock vLLM orders by it."""
+        if self.name is PolicyName.SRPT:
+            return int(min(key[0], 1e9) * 1000)  # remaining service in ms
+        return int(key[0]) if key else 0
+
     def key(self, call: CallView) -> PriorityKey:
         match self.name:
             case PolicyName.FCFS:

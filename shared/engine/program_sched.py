@@ -17,7 +17,8 @@ from typing import Any
 
 from shared.core.mlfq import MlfqConfig
 from shared.core.policy import CallView, PolicyName, SchedulingPolicy, parse_policy
-from shared.core.preemption import Preemption, plan_preemptions
+from shared.core.preemption import Preemption
+from shared.core.service_class import plan_class_preemptions, strictly_better
 from shared.core.starvation import StarvationConfig, should_promote
 from shared.engine.api import DictProgramDirectory, ProgramDirectory
 from shared.engine.program_meta import ProgramMeta
@@ -91,6 +92,7 @@ class CallState:
     submit_epoch: int
     thread_service_at_submit_s: float
     prompt_tokens: int
+    outer: int = 0  # class of service ahead of the policy key (vLLM's request priority)
     epoch: int = 0  # the program's ledger epoch these figures belong to
     attained_s: float = 0.0  # own service since the program's last promotion
     service_s: float = 0.0  # own service in total
@@ -142,7 +144,7 @@ class ProgramScheduleState:
 
     # --- admission and removal ---------------------------------------------------------------
     def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
-              now_s: float) -> CallState:
+              now_s: float, outer: int = 0) -> CallState:
         if call_id in self.calls:
             raise ValueError(f"duplicate request id {call_id!r}")
         ledger = self.directory.ledger(meta.program_id)
@@ -154,7 +156,7 @@ class ProgramScheduleState:
             oracle_remaining_s=meta.oracle_remaining_s, expected_remaining_s=meta.expected_remaining_s,
             submit_epoch=ledger.epoch,
             thread_service_at_submit_s=ledger.thread_service(meta.thread_id), prompt_tokens=prompt_tokens,
-            epoch=ledger.epoch, waiting_since_s=now_s,
+            outer=outer, epoch=ledger.epoch, waiting_since_s=now_s,
         )
         self.calls[call_id] = call
         self._by_program.setdefault(meta.program_id, set()).add(call_id)
@@ -282,19 +284,29 @@ class ProgramScheduleState:
                     (result.reprioritized if call.running else result.requeue).append(call)
         return result
 
+    @staticmethod
+    def full_key(call: CallState) -> tuple:
+        """The call's whole order: its class of service, then the policy key."""
+        return (call.outer,) + call.key
+
+    def beats_worst(self, head: CallState, running: list[CallState]) -> bool:
+        """Whether the best waiting call's class is strictly better than the worst runner's."""
+        worst = max(running, key=lambda c: (c.outer, c.key[0]))
+        return strictly_better(head.outer, head.key[0], worst.outer, worst.key[0])
+
     def plan_for_slots(self, waiting_best: list[CallState], running: list[CallState]) -> list[Preemption]:
         """The batch is full (max_num_seqs): the best waiting calls displace strictly worse runners."""
         if not self.policy.preemptive or not waiting_best or not running:
             return []
         cands = waiting_best[:min(len(running), self.settings.max_preemptions_per_decision)]
-        return plan_preemptions([(c.key, c.call_id) for c in cands], [(c.key, c.call_id) for c in running],
-                                0, self.settings.min_class_gap)
+        return plan_class_preemptions([(c.outer, c.key, c.call_id) for c in cands],
+                                      [(c.outer, c.key, c.call_id) for c in running], self.settings.min_class_gap)
 
     def plan_for_kv(self, head: CallState, running: list[CallState]) -> Preemption | None:
         """KV blocks stop the best waiting call: it displaces the worst runner if strictly worse
         (the shell repeats while blocks are short, up to max_preemptions_per_decision)."""
         if not self.policy.preemptive or not running:
             return None
-        plan = plan_preemptions([(head.key, head.call_id)], [(c.key, c.call_id) for c in running], 0,
-                                self.settings.min_class_gap)
+        plan = plan_class_preemptions([(head.outer, head.key, head.call_id)],
+                                      [(c.outer, c.key, c.call_id) for c in running], self.settings.min_class_gap)
         return plan[0] if plan else None

@@ -27,6 +27,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
 
+from vllm.logger import init_logger  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.output import SchedulerOutput  # noqa: E402
 from vllm.v1.core.sched.request_queue import SchedulingPolicy  # noqa: E402
@@ -38,7 +39,7 @@ from vllm.v1.request import Request, RequestStatus  # noqa: E402
 from shared.core.policy import PolicyName  # noqa: E402
 from shared.engine.api import CallCompletion  # noqa: E402
 from shared.engine.program_directory import CachedProgramDirectory  # noqa: E402
-from shared.engine.program_meta import parse_program_meta  # noqa: E402
+from shared.engine.program_meta import ProgramMeta, parse_program_meta  # noqa: E402
 from shared.engine.program_sched import (  # noqa: E402
     CONFIG_KEY,
     CallState,
@@ -49,6 +50,7 @@ from shared.engine.vllm_queue import KeyedRequestQueue  # noqa: E402
 from shared.engine.vllm_retention import VllmRetention  # noqa: E402
 
 BLOCK_SIZE = 16
+logger = init_logger(__name__)
 
 
 # --- per-call accounting shared by our scheduler and the stock baselines -----------------------
@@ -86,28 +88,40 @@ class _CallTracking(VllmRetention):
             raise ValueError("attach the program directory before the first request")
         self.program_state = ProgramScheduleState(self.autellix_settings, directory)
 
-    def _priority_of(self, call: CallState) -> int:
-        head = call.key[0] if call.key else 0
-        if self.autellix_settings.policy.name is PolicyName.SRPT:
-            return int(min(head, 1e9) * 1000)  # remaining service in ms
-        return int(head)
+    def _stock_priority(self, call: CallState) -> int:
+        """The stock priority baseline's number for a call: the policy's level at submit."""
+        return self.autellix_settings.policy.vllm_priority(call.key)
 
     def add_request(self, request: Request) -> None:
         if request.request_id in self.requests:  # vLLM's own streaming-input continuation
             super().add_request(request)
             return
         sp = request.sampling_params
-        meta = parse_program_meta(sp.extra_args if sp is not None else None, request.request_id)
+        try:
+            meta = parse_program_meta(sp.extra_args if sp is not None else None, request.request_id)
+            problem = None
+        except ValueError as exc:  # ours only: other keys are vLLM's and never reach here
+            meta, problem = ProgramMeta(program_id=request.request_id), str(exc)
         if meta.call_id is not None:
             self._mesh_call_ids[request.request_id] = meta.call_id
         call = self.program_state.admit(request.request_id, meta, request.arrival_time,
-                                        request.num_prompt_tokens, self.now_s())
-        self._on_admit(request, call)
+                                        request.num_prompt_tokens, self.now_s(), outer=request.priority)
+        if problem is None:
+            self._on_admit(request, call)
         super().add_request(request)
+        if problem is not None:
+            self._reject(request, problem)
+
+    def _reject(self, request: Request, problem: str) -> None:
+        """Fail this request alone, as vLLM fails one whose grammar does not compile: it waits
+        unscheduled and the next `update_from_output` finishes it with FINISHED_ERROR."""
+        logger.warning("autellix: request %s refused: %s", request.request_id, problem)
+        request.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+        self.grammar_compile_error_reqs.add(request.request_id)
 
     def _on_admit(self, request: Request, call: CallState) -> None:
         if self.policy == SchedulingPolicy.PRIORITY and request.priority == 0:
-            request.priority = self._priority_of(call)  # stock priority: the level at submit, fixed
+            request.priority = self._stock_priority(call)  # stock priority: the level at submit, fixed
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         now = self.now_s()
@@ -264,11 +278,12 @@ class _ProgramAware(_CallTracking):
         self._steps_since_decision = self.autellix_settings.preemption_interval_steps
 
     def _key_of(self, request: Request) -> tuple:
+        """vLLM's own priority first (classes of service), then the policy key inside it."""
         call = self.program_state.calls.get(request.request_id)
-        return call.key if call is not None else (request.priority, request.arrival_time, -1)
+        return self.program_state.full_key(call) if call is not None else (request.priority,)
 
     def _on_admit(self, request: Request, call: CallState) -> None:
-        request.priority = self._priority_of(call)
+        pass  # the client's priority stays as given: it is the outer key
 
     def _queue_of(self, request: Request) -> KeyedRequestQueue | None:
         for q in (self.waiting, self.kv_holding_waiting):
@@ -283,10 +298,7 @@ class _ProgramAware(_CallTracking):
         queue = self._queue_of(request)
         if queue is not None:  # waiting: remove + re-add keeps the heap valid
             queue.remove_request(request)
-            request.priority = self._priority_of(call)
             queue.add_request(request)
-        else:
-            request.priority = self._priority_of(call)
 
     def _on_keys_changed(self, changed: list[CallState]) -> None:
         for call in changed:
@@ -305,7 +317,7 @@ class _ProgramAware(_CallTracking):
             return
         head = calls.get(self.waiting.peek_request().request_id)
         running_calls = [calls[r.request_id] for r in self.running if r.request_id in calls]
-        if head is None or not running_calls or head.key[0] >= max(c.key[0] for c in running_calls):
+        if head is None or not running_calls or not state.beats_worst(head, running_calls):
             return  # nobody waiting has a strictly better class than the worst runner
         self._steps_since_decision = 0
         if len(self.running) >= self.max_num_running_reqs:
@@ -325,21 +337,28 @@ class _ProgramAware(_CallTracking):
             self._preempt_call(p.victim)
 
     def _preempt_call(self, call_id: str) -> None:
-        """vLLM's own recompute preemption: blocks freed (full ones stay in the prefix cache)."""
+        """Preempt a runner exactly as vLLM's schedule() does when KV runs out: skip one whose
+        blocks a deferred free still holds, and drop (not deliver) its in-flight output when a
+        KV connector has a hand-off pending (`requires_kv_delivery`)."""
         victim = self.requests[call_id]
-        if victim.status == RequestStatus.RUNNING:
-            self.running.remove(victim)
-            self._preempt_request(victim, time.monotonic())
+        if victim.status != RequestStatus.RUNNING or not self._request_blocks_can_be_freed(victim):
+            return
+        self.running.remove(victim)
+        self._preempt_request(victim, time.monotonic(), drop_stale_output=self.requires_kv_delivery)
 
     def _fits(self, request: Request) -> bool:
-        """Would vLLM admit this waiting request now, KV-wise? vLLM 0.32 admits only when blocks for
-        the whole remaining sequence are free (`scheduler_reserve_full_isl`, on by default), else
-        when its first chunk fits."""
+        """Would vLLM admit this waiting request now, KV-wise? vLLM 0.32's `allocate_slots` wants
+        blocks for the whole sequence (`scheduler_reserve_full_isl`, on by default), else for its
+        first chunk, less its prefix-cache hits, plus the watermark when anything runs."""
         _, num_cached, _ = self.kv_cache_manager.get_computed_blocks(request)
-        todo = request.num_tokens - max(num_cached, request.num_computed_tokens)
+        done = max(num_cached, request.num_computed_tokens)
+        end = request.num_tokens
         if self.scheduler_config.enable_chunked_prefill and not self.scheduler_reserve_full_isl:
-            todo = min(todo, self.max_num_scheduled_tokens)
-        need = math.ceil((todo + 1) / self.block_size) + self.kv_cache_manager.watermark_blocks
+            end = min(end, done + self.max_num_scheduled_tokens)
+        end = min(end, self.max_model_len)
+        need = math.ceil(end / self.block_size) - done // self.block_size
+        if self.running:
+            need += self.kv_cache_manager.watermark_blocks
         free = self.kv_cache_manager.block_pool.get_num_free_blocks() + self._reclaimable_blocks()
         return free >= need
 

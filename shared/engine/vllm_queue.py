@@ -82,6 +82,10 @@ class KeyedRequestQueue(RequestQueue):
     def __len__(self) -> int:
         return len(self._live)
 
+    def __getitem__(self, index: int) -> Request:
+        """The index-th request in key order (vLLM's FCFS queue is indexable; callers may index)."""
+        return list(self)[index]
+
     def __iter__(self) -> Iterator[Request]:
         return iter([e[2] for e in sorted(e for e in self._heap if self._live.get(id(e[2])) == e[1])])
 

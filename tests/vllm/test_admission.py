@@ -8,6 +8,8 @@ from tests.vllm.needs_vllm import import_adapter, import_cpu
 
 adapter = import_adapter()
 va = import_cpu()
+from vllm.v1.engine import FinishReason  # noqa: E402
+
 pytestmark = pytest.mark.vllm
 
 
@@ -33,17 +35,52 @@ def _drain(sched, max_steps: int = 1000) -> None:
     ({"autellix": {"program_id": "p", "program_arrival_s": -1}}, "program_arrival_s"),
     ({"autellix": {"program_id": "p", "seq": "x"}}, "seq"),
 ])
-def test_bad_extra_args_rejected_at_admission(extra_args, message):
+def test_bad_extra_args_fail_only_that_request(extra_args, message, caplog):
+    """A malformed value under our key fails that request (FINISHED_ERROR, as vLLM fails one whose
+    grammar does not compile) with a log line naming the field; the engine process carries on."""
     sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096)
-    with pytest.raises(ValueError, match="request bad") as info:
-        sched.add_request(va.make_request("bad", list(range(32)), 4, 0.0, extra_args))
-    assert message in str(info.value)
-    assert not sched.requests and not sched.program_state.calls and not sched.waiting
-    # the engine loop carries on: a good request still runs to completion
+    sched.add_request(va.make_request("bad", list(range(32)), 4, 0.0, extra_args))
     sched.add_request(va.make_request("good", list(range(32)), 4, 0.0, {"autellix": {"program_id": "p"}}))
+    assert message in caplog.text and "request bad" in caplog.text
+    sched.set_clock(0.0, 0.01)
+    so = sched.schedule()
+    assert "bad" not in so.num_scheduled_tokens  # never scheduled
+    outs = sched.update_from_output(so, va.fake_runner_output(sched, so, lambda rid, i: 1000 + i))
+    [err] = [o for eco in outs.values() for o in eco.outputs if o.request_id == "bad"]
+    assert err.finish_reason == FinishReason.ERROR and "bad" not in sched.requests
     _drain(sched)
-    [done] = sched.pop_finished_calls()
-    assert done.call_id == "good" and done.output_tokens == 4
+    done = {c.call_id: c for c in sched.pop_finished_calls()}
+    assert done["good"].output_tokens == 4 and done["bad"].finish_reason == "error"
+    assert not sched.program_state.calls
+
+
+def test_foreign_extra_args_keys_are_left_alone():
+    """Keys that are not ours belong to vLLM or other plug-ins: never read, never refused."""
+    foreign = {"kv_transfer_params": {"do_remote_prefill": False}, "session_id": "s1", "my_plugin": [1, 2],
+               "autellixfoo": 3, 7: "x"}
+    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096)
+    sched.add_request(va.make_request("r0", list(range(32)), 2, 0.0, dict(foreign)))
+    sched.add_request(va.make_request("r1", list(range(32, 64)), 2, 0.0,
+                                      {**foreign, "autellix": {"program_id": "P", "thread_id": "t"}}))
+    assert sched.program_state.calls["r0"].program_id == "r0"
+    assert (sched.program_state.calls["r1"].program_id, sched.program_state.calls["r1"].thread_id) == ("P", "t")
+    assert sched.requests["r1"].sampling_params.extra_args["my_plugin"] == [1, 2]
+    _drain(sched)
+    assert sorted(c.call_id for c in sched.pop_finished_calls()) == ["r0", "r1"]
+
+
+def test_client_priority_stays_the_outer_key():
+    """vLLM's own priority orders classes of service; our level orders calls inside a class, and
+    the client's number is never rewritten."""
+    sched = va.build_cpu_scheduler(num_blocks=400, max_num_seqs=1, max_model_len=4096, settings={"policy": "plas"})
+    sched.program_state.directory.ledger("Heavy").service_s = 100.0  # a low level
+    reqs = [("light-p1", "Light", 1), ("heavy-p0", "Heavy", 0), ("light-p0", "Light2", 0)]
+    for rid, prog, prio in reqs:
+        sched.add_request(va.make_request(rid, list(range(hash(rid) % 500, hash(rid) % 500 + 32)), 2, 0.0,
+                                          {"autellix": {"program_id": prog}}, priority=prio))
+    assert [sched.requests[r].priority for r, _, _ in reqs] == [1, 0, 0]
+    # priority 0 first (level 0 before the heavy program's level), priority 1 last
+    assert [r.request_id for r in sched.waiting] == ["light-p0", "heavy-p0", "light-p1"]
 
 
 def test_request_without_metadata_is_a_one_call_program():

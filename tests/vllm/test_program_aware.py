@@ -67,15 +67,15 @@ def test_demotion_by_own_service_and_inheritance():
         req = eng.sched.requests.get("a0")
         st = eng.sched.program_state.calls.get("a0")
         if req is not None and st is not None:
-            assert req.priority == mlfq.level_for(st.attained_s) == st.level
-            seen.append(req.priority)
+            assert st.level == mlfq.level_for(st.attained_s) and req.priority == 0  # the client's, untouched
+            seen.append(st.level)
 
     run(eng, [(0.0, call("a0", "A", (("A/in0", 64),), 600, 0.0, 0))], d, on_step=check)
     assert seen[0] == 0 and max(seen) >= 2 and seen == sorted(seen)  # demoted, never promoted
     # the program's next call inherits the program's level (S_p = the first call's service)
     svc = d.ledger("A").service_s
     eng.submit(call("a1", "A", (("A/in1", 16),), 4, 10.0, 1), 10.0)
-    assert eng.sched.requests["a1"].priority == mlfq.level_for(svc) >= 2
+    assert eng.sched.program_state.calls["a1"].level == mlfq.level_for(svc) >= 2
 
 
 def test_anti_starvation_promotion():
@@ -87,7 +87,7 @@ def test_anti_starvation_promotion():
     def check(now, report):
         if "A" in report.promoted_programs:
             promoted_at.append(now)
-            assert eng.sched.requests["a0"].priority == 0  # S_p reset: level 0 again
+            assert eng.sched.program_state.calls["a0"].level == 0  # S_p reset: level 0 again
 
     arrivals = [(0.0, call("b0", "B", (("B/in0", 64),), 800, 0.0, 0)),
                 (0.1, call("a0", "A", (("A/in0", 64),), 20, 0.1, 1))]
@@ -110,7 +110,7 @@ def test_queued_call_priority_follows_program_service():
     # the process table folds 10 s of P's earlier calls in: P drops to level 4 while queued
     d.ledger("P").service_s = 10.0
     eng.step(0.3)
-    assert eng.sched.requests["p0"].priority == MlfqConfig().level_for(10.0) == 4
+    assert eng.sched.program_state.calls["p0"].level == MlfqConfig().level_for(10.0) == 4
     assert eng.sched.waiting.peek_request().request_id == "q0"  # heap repaired (remove + re-add)
     assert [r.request_id for r in eng.sched.waiting] == ["q0", "p0"]
 
