@@ -66,7 +66,7 @@ async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, po
     try:
         pt_stop = asyncio.Event()
         pt_task = asyncio.create_task(serve_process_table(
-            ProcessTableSettings(nats_url=nats_url, database_url=database_url), pt_stop))
+            ProcessTableSettings(nats_url=nats_url, database_url=database_url, scheduling_policy=policy), pt_stop))
 
         async def stop_pt() -> None:
             pt_stop.set()
