@@ -6,7 +6,7 @@ Each service defines its own subclass next to its `main.py`, adding only its fie
         locality_threshold_tokens: int = 2048
 
 Variables: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_PASSWORD_FILE, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
-(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES,
+(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES, COMPLETIONS_MAX_BYTES,
 METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: none), METRICS_HOST.
 """
 
@@ -47,6 +47,8 @@ class MeshSettings(BaseSettings):
     # audit stream retention (JetStream limits): whichever limit is reached first drops the oldest
     audit_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     audit_max_bytes: int = Field(default=1 << 30, gt=0)
+    # the completions stream (never discards: when full it refuses and engines retry)
+    completions_max_bytes: int = Field(default=4 << 30, gt=0)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container that Prometheus scrapes from outside
 

@@ -74,9 +74,9 @@ class ProcessTableService:
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
         self.sizes = ProgramSizes()  # SERPT: what closed sessions teach about their type's size
         self.puller = StreamingPuller(
-            bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.events_of_type(m.CallCompleted),
+            bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.all_completions(),
             types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion,
-            ack_wait_s=COMPLETION_ACK_WAIT_S)
+            ack_wait_s=COMPLETION_ACK_WAIT_S, stream=subjects.COMPLETIONS_STREAM)
         self._apply_task: asyncio.Task | None = None
         self._stopping = False
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)

@@ -26,7 +26,8 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
         bus = await Bus.connect(settings.nats_url, service=SERVICE_NAME,
                                 connect_timeout_s=settings.nats_connect_timeout_s)
         try:
-            await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
+            await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes,
+                                     completions_max_bytes=settings.completions_max_bytes)
             service = ProcessTableService(bus, engine, settings)
             await service.start()
             serve_metrics(settings, SERVICE_NAME)

@@ -46,8 +46,9 @@ class StreamingPuller:
 
     def __init__(self, bus: Bus, durable: str, filter_subject: str, *, types: tuple[type, ...],
                  batch_size: int, prepare=None, ack_wait_s: float = 30.0, max_ack_pending: int = 20_000,
-                 request_expires_s: float = 5.0) -> None:
+                 request_expires_s: float = 5.0, stream: str = subjects.AUDIT_STREAM) -> None:
         self.bus = bus
+        self.stream = stream  # the table's completions: subjects.COMPLETIONS_STREAM
         self.durable = durable
         self.filter_subject = filter_subject
         self.types = types
@@ -77,13 +78,13 @@ class StreamingPuller:
             max_deliver=-1, filter_subject=self.filter_subject, deliver_policy=api.DeliverPolicy.ALL,
             max_ack_pending=self.max_ack_pending)
         try:
-            await self.bus.js.add_consumer(subjects.AUDIT_STREAM, config)
+            await self.bus.js.add_consumer(self.stream, config)
         except nats.js.errors.BadRequestError as exc:  # exists with other limits: keep the server's
             self.log.warning("consumer_config_kept", error=str(exc))
         nc = self.bus.nc
         self._inbox = nc.new_inbox()
         self._sub = await nc.subscribe(self._inbox, cb=self._on_msg)
-        self._next_subject = f"{api.DEFAULT_PREFIX}.CONSUMER.MSG.NEXT.{subjects.AUDIT_STREAM}.{self.durable}"
+        self._next_subject = subjects.consumer_next(self.stream, self.durable)
         self._pump = asyncio.create_task(self._keep_requesting(), name=f"puller:{self.durable}")
 
     async def stop(self) -> None:

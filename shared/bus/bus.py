@@ -3,7 +3,7 @@
     bus = await Bus.connect(settings.nats_url, service="router")
     await bus.subscribe(subjects.router_route(), on_route, queue=subjects.ROUTER_QUEUE, types=(m.RouteCall,))
     reply = await bus.request(subjects.session_lookup(), m.LookupSession(...), timeout_s=1.0)
-    await bus.publish_event(m.CallCompleted(...))       # JetStream, acknowledged (audit stream)
+    await bus.publish_event(m.CallCompleted(...))       # JetStream, acknowledged (completions stream)
 
 Handlers are `async def handler(msg: Incoming)`. A message that does not decode, or is of a type
 the subscription did not ask for, never reaches the handler: the bus logs the reason, publishes an
@@ -195,14 +195,18 @@ class Bus:
 
     # --- JetStream ---------------------------------------------------------------------------
     async def ensure_streams(self, max_age_s: float = jetstream.AUDIT_MAX_AGE_S,
-                             max_bytes: int = jetstream.AUDIT_MAX_BYTES) -> None:
+                             max_bytes: int = jetstream.AUDIT_MAX_BYTES,
+                             completions_max_bytes: int = jetstream.COMPLETIONS_MAX_BYTES) -> None:
         """Create (or, as the streams' owner, update) the streams; safe to call from every service at
         startup."""
-        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes,
-                                            may_update=self.role in jetstream.STREAM_OWNERS)
+        may_update = self.role in jetstream.STREAM_OWNERS
+        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes, may_update=may_update)
+        await jetstream.ensure_completions_stream(self.js, max_bytes=completions_max_bytes, may_update=may_update)
 
     async def publish_event(self, msg: Any, timeout_s: float = 2.0) -> int:
-        """Publish a lifecycle event to the audit stream and wait for the stream's ack.
+        """Publish a lifecycle event to the audit stream (a `CallCompleted` to the completions
+        stream, with an unacked copy on the audit stream) and wait for the stream's ack; a full
+        completions stream raises `CompletionRefused` (retry later).
         Returns the stream sequence. Retried once: with the same message id (the stream drops the
         copy), except call completions, which carry none (the process table is idempotent by call id,
         so a retried completion may be stored twice but never counts twice)."""

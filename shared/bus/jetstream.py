@@ -1,4 +1,14 @@
-"""JetStream: the audit stream of lifecycle events and durable pull consumers over it.
+"""JetStream: the audit stream of lifecycle events, the completions stream, and durable pull
+consumers over them.
+
+Completions `AUTELLIX_COMPLETIONS` (subjects `autellix.completions.<program_id>`): the process
+table's ledger input, so nothing may drop one. Work-queue retention (a completion leaves when the
+table acknowledges it, never by age), file storage, and when it holds `COMPLETIONS_MAX_BYTES`
+(default 4 GiB: millions of unapplied completions, a long table outage) it refuses new ones
+(discard new): the publisher gets an error and retries (`CompletionRefused`; the engine agent
+retries until it succeeds), nothing is thrown away. Each completion also goes, unacknowledged, to
+the audit stream as `events.<program_id>.call.completed`, for `autellix events tail` and the
+router's core subscribers; that copy may age out like any audit event.
 
 Retention of the audit stream `AUTELLIX_AUDIT` (subjects `autellix.events.>`): limits-based, file
 storage, one replica here; a message is kept until it is older than `max_age_s` (default 7 days)
@@ -34,7 +44,13 @@ if TYPE_CHECKING:
 
 AUDIT_MAX_AGE_S = 7 * 24 * 3600.0
 AUDIT_MAX_BYTES = 1 << 30
+COMPLETIONS_MAX_BYTES = 4 << 30
 DUPLICATE_WINDOW_S = 120.0
+
+
+class CompletionRefused(Exception):
+    """The completions stream refused a completion (full, or the server is not accepting):
+    nothing was stored; publish it again later."""
 
 
 def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUDIT_MAX_BYTES) -> api.StreamConfig:
@@ -57,11 +73,33 @@ def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUD
 STREAM_OWNERS = frozenset({"", "admin", "process_table"})
 
 
+def completions_stream_config(max_bytes: int = COMPLETIONS_MAX_BYTES) -> api.StreamConfig:
+    return api.StreamConfig(
+        name=subjects.COMPLETIONS_STREAM,
+        description="Autellix call completions, the process table's input; kept until it acks them",
+        subjects=[subjects.all_completions()],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        discard=api.DiscardPolicy.NEW,  # full: refuse (the publisher retries), never drop the oldest
+        storage=api.StorageType.FILE,
+        max_bytes=max_bytes,
+        num_replicas=1,
+        duplicate_window=DUPLICATE_WINDOW_S,
+    )
+
+
 async def ensure_audit_stream(js: JetStreamContext, max_age_s: float = AUDIT_MAX_AGE_S,
                               max_bytes: int = AUDIT_MAX_BYTES, may_update: bool = True) -> api.StreamInfo:
     """Create the stream, or bring an existing one to this configuration (idempotent). Without
     `may_update` an existing stream keeps the limits its owner gave it."""
-    config = audit_stream_config(max_age_s, max_bytes)
+    return await _ensure(js, audit_stream_config(max_age_s, max_bytes), may_update)
+
+
+async def ensure_completions_stream(js: JetStreamContext, max_bytes: int = COMPLETIONS_MAX_BYTES,
+                                    may_update: bool = True) -> api.StreamInfo:
+    return await _ensure(js, completions_stream_config(max_bytes), may_update)
+
+
+async def _ensure(js: JetStreamContext, config: api.StreamConfig, may_update: bool) -> api.StreamInfo:
     try:
         return await js.add_stream(config)
     except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
@@ -80,25 +118,40 @@ def _msg_id(bus: Bus, msg: Any) -> dict[str, str] | None:
     return {"Nats-Msg-Id": f"{bus.publisher_id}:{bus.publisher.last_seq}"}
 
 
-async def publish_event(bus: Bus, msg: Any, timeout_s: float) -> int:
-    subject = subjects.event(msg)
+def _target(bus: Bus, msg: Any) -> tuple[str, bytes]:
+    """Where an event is stored and its bytes; a completion's audit copy goes out here, unacked."""
     data = bus.publisher.encode(msg)
+    if isinstance(msg, m.CallCompleted):
+        return subjects.completion(msg.program_id), data
+    return subjects.event(msg), data
+
+
+async def _audit_copy(bus: Bus, msg: Any, data: bytes) -> None:
+    if isinstance(msg, m.CallCompleted):  # best effort: the completions stream holds the real one
+        await bus.nc.publish(subjects.event(msg), data)
+
+
+async def publish_event(bus: Bus, msg: Any, timeout_s: float) -> int:
+    subject, data = _target(bus, msg)
     headers = _msg_id(bus, msg)
     for attempt in (1, 2):
         try:
             ack = await bus.js.publish(subject, data, timeout=timeout_s, headers=headers)
+            await _audit_copy(bus, msg, data)
             return ack.seq
         except nats.errors.TimeoutError:
             if attempt == 2:
                 raise
             bus.log.warning("event_publish_retried", subject=subject, timeout_s=timeout_s)
+        except nats.js.errors.APIError as exc:  # e.g. the completions stream is full (discard new)
+            raise CompletionRefused(f"{subject}: {exc}") from None
     raise AssertionError("unreachable")
 
 
 async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
-    subject = subjects.event(msg)
-    data = bus.publisher.encode(msg)
+    subject, data = _target(bus, msg)
     future = await bus.js.publish_async(subject, data, headers=_msg_id(bus, msg))
+    await _audit_copy(bus, msg, data)
 
     def log_failure(fut: asyncio.Future) -> None:  # a caller that never awaits still hears of a loss
         if not fut.cancelled() and fut.exception() is not None:

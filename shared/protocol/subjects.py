@@ -10,6 +10,7 @@ Hierarchy (`autellix.` prefix):
     state.engine.<engine_id>.queue    EngineQueueSnapshot core
     state.program.<program_id>        ProgramServiceUpdated core
     events.<program_id>.<type>        lifecycle events    JetStream stream AUDIT (durable)
+    completions.<program_id>          CallCompleted       JetStream stream COMPLETIONS (work queue)
     errors.<service>                  ErrorRaised         core
 
 Ids used as subject tokens must not contain '.', '*', '>' or whitespace; `token()` enforces it.
@@ -30,6 +31,7 @@ CONTROLLER_QUEUE = "controller"
 
 # JetStream
 AUDIT_STREAM = "AUTELLIX_AUDIT"
+COMPLETIONS_STREAM = "AUTELLIX_COMPLETIONS"  # the process table's input: never discarded
 PROCESS_TABLE_COMPLETIONS_DURABLE = "process_table_completions"
 PROCESS_TABLE_PROMOTIONS_DURABLE = "process_table_promotions"
 CONTROLLER_COMPLETIONS_DURABLE = "controller_completions"
@@ -147,6 +149,15 @@ def is_command(subject: str) -> bool:
 def is_event(subject: str) -> bool:
     """A lifecycle-event subject: published to JetStream, whose ack inbox rides as the reply."""
     return subject.startswith(f"{_events_root()}.")
+
+
+# --- call completions (JetStream COMPLETIONS stream) ---------------------------------------------
+def completion(program_id: str) -> str:
+    return f"{PREFIX}.completions.{token(program_id)}"
+
+
+def all_completions() -> str:
+    return f"{PREFIX}.completions.*"
 
 
 def consumer_next(stream: str, durable: str) -> str:

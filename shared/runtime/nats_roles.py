@@ -5,7 +5,8 @@ passwords and renders the server configuration from this table). The server refu
 listed (a permissions violation), so a process holding one role's password cannot forge another
 role's messages:
 
-- only engines publish heartbeats, queue snapshots and call completions (and the token chunks);
+- only engines publish heartbeats, queue snapshots and call completions (both the completions
+  stream's and the audit copy) and the token chunks;
 - only the process table publishes program-service updates and session events, and only it may
   change stream limits;
 - only the controller publishes promotions; only the router places calls on engines' behalf of
@@ -39,10 +40,11 @@ ROLES = (*SERVICE_ROLES, CLI, ADMIN)
 P = subjects.PREFIX
 JS = "$JS.API"
 AUDIT = subjects.AUDIT_STREAM
-STREAMS = (AUDIT,)
+COMPLETIONS = subjects.COMPLETIONS_STREAM
+STREAMS = (AUDIT, COMPLETIONS)
 # the durable consumers only their owner may create, pull from or acknowledge
 OWNED_DURABLES = {
-    PROCESS_TABLE: ((AUDIT, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE),
+    PROCESS_TABLE: ((COMPLETIONS, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE),
                     (AUDIT, subjects.PROCESS_TABLE_PROMOTIONS_DURABLE)),
 }
 
@@ -103,7 +105,7 @@ PERMISSIONS: dict[str, Permissions] = {
         subjects.router_route(), subjects.all_engine_heartbeats(),
         *_events(m.CallStarted, m.CallCompleted, m.SessionClosed)]),
     ENGINE_AGENT: _service(ENGINE_AGENT, publish=[
-        subjects.all_engine_heartbeats(), subjects.all_engine_queues(),
+        subjects.all_engine_heartbeats(), subjects.all_engine_queues(), subjects.all_completions(),
         *_events(m.CallStarted, m.CallPreempted, m.CallCompleted),
         f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
         subscribe=[f"{P}.cmd.engine.*", subjects.all_program_services(), subjects.all_engine_heartbeats(),

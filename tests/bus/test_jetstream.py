@@ -151,10 +151,10 @@ async def test_completions_go_without_a_message_id_other_events_with_one(bus):
     program = "p" + uuid.uuid4().hex[:10]
     completed_seq = await bus.publish_event(_completed(program, 0))
     promoted_seq = await bus.publish_event(m.ProgramPromoted(program_id=program, epoch=1, ratio=6.0))
-    completed = await bus.js.get_msg(subjects.AUDIT_STREAM, completed_seq)
+    completed = await bus.js.get_msg(subjects.COMPLETIONS_STREAM, completed_seq)
     promoted = await bus.js.get_msg(subjects.AUDIT_STREAM, promoted_seq)
     assert not completed.headers
     assert promoted.headers["Nats-Msg-Id"].startswith(bus.publisher_id + ":")
     future = await bus.publish_event_nowait(_completed(program, 1))
-    stored = await bus.js.get_msg(subjects.AUDIT_STREAM, (await future).seq)
+    stored = await bus.js.get_msg(subjects.COMPLETIONS_STREAM, (await future).seq)
     assert not stored.headers

@@ -147,7 +147,7 @@ async def test_bad_messages_are_rejected_and_the_consumer_keeps_running(process_
     pid = new_id("p")
     errors: list[m.ErrorRaised] = []
     await bus.subscribe(subjects.errors("process_table"), lambda inc: _append(errors, inc.body))
-    subject = subjects.event(completion(pid, "x"))
+    subject = subjects.completion(pid)  # where the table reads completions
     await bus.js.publish(subject, b"\xc1 not msgpack")  # malformed bytes
     await bus.publish_event(completion(pid, new_id("c"), service_s=-1.0))  # decodes, but impossible
     await bus.publish_event(completion(pid, new_id("c"), 2.0, 0.0))  # a good one after them
@@ -220,7 +220,7 @@ async def test_completions_off_the_fast_decode_path_are_judged_by_the_codec(proc
     envelope = {"schema_version": 1, "type": "call.completed", "publisher_id": "hand.made", "seq": 1,
                 "sent_at_ns": 1}
     body = {"call_id": new_id("c"), "program_id": pid, "engine_id": "e0", "service_s": 2.0, "wait_s": 0.0}
-    subject = subjects.event(completion(pid, "x"))
+    subject = subjects.completion(pid)  # where the table reads completions
     # valid for the codec, not for the compiled decoder (a boolean schema version equals 1 in Python)
     await bus.js.publish(subject, msgpack.packb({**envelope, "schema_version": True, "body": body}))
     # a field of the wrong type: refused by both, with the codec's reason

@@ -22,7 +22,7 @@ from shared.protocol import subjects
 
 pytestmark = pytest.mark.timeout(90)
 
-NOT_OURS = {"consumer_next", "inbox_prefix", "token", "event_type_subject", "is_event"}
+NOT_OURS = {"consumer_next", "inbox_prefix", "token", "event_type_subject", "is_event", "is_command"}
 SERVICES = ("process_table", "router", "controller", "engine_agent", "session_api")
 
 
@@ -50,6 +50,9 @@ def _concrete_subjects() -> dict[str, list[str]]:
         "events_of_type": [f"autellix.events.{program}y.{m.CallCompleted.TYPE}"],
         "events_of_program": [f"autellix.events.{program}.{m.ProgramPromoted.TYPE}"],
         "all_events": [f"autellix.events.{program}z.{m.SessionOpened.TYPE}"],
+        # the completions stream (the process table's durable consumer)
+        "completion": [subjects.completion(program)],
+        "all_completions": [subjects.completion(f"{program}c")],
     }
     return cases
 
@@ -88,7 +91,7 @@ async def test_every_subject_survives_bad_msgpack(chaos_stack):
         for subject_list in cases.values():
             for subject in subject_list:
                 for data in _payloads():
-                    if subject.startswith("autellix.events."):
+                    if subject.startswith(("autellix.events.", "autellix.completions.")):
                         await bus.js.publish(subject, data, timeout=5)
                     else:
                         await bus.nc.publish(subject, data)

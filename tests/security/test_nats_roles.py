@@ -29,7 +29,8 @@ from shared.runtime.nats_roles import (
 NON_ADMIN = (*SERVICE_ROLES, CLI)
 # state-changing messages and the only role that may send each
 FORGERIES = {
-    "completion": ("autellix.events.p1.call.completed", ENGINE_AGENT),
+    "completion": ("autellix.completions.p1", ENGINE_AGENT),
+    "completion audit copy": ("autellix.events.p1.call.completed", ENGINE_AGENT),
     "promotion": ("autellix.events.p1.program.promoted", CONTROLLER),
     "priority update": ("autellix.state.program.p1", PROCESS_TABLE),
     "heartbeat": ("autellix.hb.engine.e0", ENGINE_AGENT),
@@ -125,13 +126,15 @@ async def test_no_service_may_purge_or_delete_the_event_stream(connect_as, role,
 @pytest.mark.parametrize("role", [r for r in NON_ADMIN if r != PROCESS_TABLE])
 async def test_only_the_process_table_changes_stream_limits_or_pulls_its_completions(connect_as, role):
     client = await connect_as(role)
-    update = f"$JS.API.STREAM.UPDATE.{subjects.AUDIT_STREAM}"
-    pull = subjects.consumer_next(subjects.AUDIT_STREAM, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE)
-    ack = f"$JS.ACK.{subjects.AUDIT_STREAM}.{subjects.PROCESS_TABLE_COMPLETIONS_DURABLE}.1.1.1.1.0"
-    for subject in (update, pull, ack):
+    stream, durable = subjects.COMPLETIONS_STREAM, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE
+    checked = [f"$JS.API.STREAM.UPDATE.{subjects.AUDIT_STREAM}", f"$JS.API.STREAM.UPDATE.{stream}",
+               subjects.consumer_next(stream, durable), f"$JS.ACK.{stream}.{durable}.1.1.1.1.0",
+               f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+               subjects.consumer_next(subjects.AUDIT_STREAM, subjects.PROCESS_TABLE_PROMOTIONS_DURABLE)]
+    for subject in checked:
         await client.nc.publish(subject, b"{}")
     await client.nc.flush()
-    for subject in (update, pull, ack):
+    for subject in checked:
         assert await client.refused(subject), subject
 
 
