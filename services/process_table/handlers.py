@@ -31,7 +31,13 @@ from services.process_table.program_sizes import ProgramSizes
 from services.process_table.puller import Delivery, StreamingPuller
 from services.process_table.settings import ProcessTableSettings
 from services.process_table.transact import in_transaction
-from services.process_table.views import ProgramClosed, ProgramNotFound, ProgramView, ServiceUpdate
+from services.process_table.views import (
+    ProgramClosed,
+    ProgramNotFound,
+    ProgramView,
+    ServiceUpdate,
+    TooManySessions,
+)
 from shared.bus import Bus, Incoming
 from shared.core.mlfq import MlfqConfig
 from shared.logging import get_logger
@@ -228,12 +234,15 @@ class ProcessTableService:
         async def work(conn: AsyncConnection):
             return await sessions.open_session(
                 conn, program_id=msg.session_id, tenant_id=msg.tenant or "default", name=msg.name,
-                workload_class=msg.workload_class, aggregation=self.settings.aggregation.value)
+                workload_class=msg.workload_class, aggregation=self.settings.aggregation.value,
+                max_open=self.settings.max_open_sessions_per_tenant or None)
 
         try:
             view, created = await self.transact(work, "open_session")
         except ProgramClosed as exc:
             return m.error_reply(ErrorCode.CONFLICT, str(exc))
+        except TooManySessions as exc:
+            return m.error_reply(ErrorCode.LIMITED, str(exc))
         if view.tenant_id != (msg.tenant or "default"):
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
         opened = wire.session_opened(view)
