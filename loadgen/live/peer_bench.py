@@ -66,7 +66,9 @@ class Sides:
         deadline = time.monotonic() + startup_s
         model_dir = make_tiny_model(self.state / "tiny-model")
         env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
-        env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+        # the mesh logs at warning, as vllm-router is started (--log-level warning): at info the API
+        # writes an access-log line per request, which neither peer is asked to do
+        env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1", "LOG_LEVEL": "warning"}
         ports = {side: servers.free_port() for side in SIDES}
         self.urls = {side: f"http://127.0.0.1:{port}" for side, port in ports.items()}
         if self.kind == "stub":
@@ -198,6 +200,12 @@ async def measure(sides: Sides, repeats: int, calls: int, seconds: float, concur
     return {"summary": summarize_runs(runs), "runs": runs}
 
 
+def _print_logs(state: Path, lines: int = 15) -> None:
+    for log in sorted([*state.glob("*.log"), *state.glob("mesh/logs/*.log")]):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        print(f"--- {log.relative_to(state)}\n" + "\n".join(tail), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.live.peer_bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         sides.start(args.startup_timeout)
         result = asyncio.run(measure(sides, args.repeats, conf["calls"], conf["seconds"], conf["concurrency"],
                                      conf["max_tokens"]))
+    except BaseException:
+        _print_logs(state)  # the state folder goes with the run: say what its servers said first
+        raise
     finally:
         sides.stop()
         shutil.rmtree(state, ignore_errors=True)
@@ -227,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         "upstream": {"stub": "zero-time OpenAI-compatible stub (loadgen.live.stub_openai)",
                      "vllm": "vllm serve, tiny model, CPU"}[args.upstream],
         "vllm_router": "vllm-router 0.1.17, --policy round_robin, defaults otherwise",
-        "mesh": "autellix up --upstream URL (session API, router, engine agent, process table, controller)",
+        "mesh": "autellix up --upstream URL (session API, router, engine agent, process table, controller), "
+                "LOG_LEVEL=warning",
         **conf, "repeats": args.repeats,
         "targets": {"calls_per_s_ratio_min": 0.5, "e2e_p50_added_over_router_ms_max": 1.0,
                     "e2e_p99_added_ms_max": 5.0, "spread_max": 0.15},

@@ -34,3 +34,13 @@ def test_bench_mesh_tiny(tmp_path) -> None:
         assert run["fraction_of_ceiling"]["bound_by"] is not None
         assert {"session_api", "router", "engine_agent", "nats", "client"} <= set(run["cpu_ms_per_call"])
     assert result["summary"]["calls_per_s"]["spread"] is not None
+    rows = _table(out)
+    assert "direct engine calls/s" in rows and "bare uvicorn" in rows and "JetStream publish" in rows
+
+
+def _table(path: Path) -> str:
+    """The README's table rows from the file (`loadgen.bench.readme_table`)."""
+    done = subprocess.run([sys.executable, "-m", "loadgen.bench.readme_table", str(path)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

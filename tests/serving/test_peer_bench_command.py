@@ -28,3 +28,6 @@ def test_peer_bench_on_the_stub(tmp_path) -> None:
         assert run["throughput"][side]["calls_per_s"] > 0
     assert run["mesh_vs_vllm_router"]["calls_per_s_ratio"] > 0
     assert {"upstream", "vllm_router", "session_api", "engine_agent"} <= set(run["throughput"]["mesh"]["cpu_ms_per_call"])
+    table = subprocess.run([sys.executable, "-m", "loadgen.bench.readme_table", str(out)], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0 and "mesh / vllm-router" in table.stdout, table.stderr
