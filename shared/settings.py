@@ -5,8 +5,9 @@ Each service defines its own subclass next to its `main.py`, adding only its fie
     class RouterSettings(MeshSettings):
         locality_threshold_tokens: int = 2048
 
-Variables: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_PASSWORD_FILE, DATABASE_URL, AUTELLIX_ENV (development|production), LOG_LEVEL, LOG_FORMAT
-(json|console), NATS_CONNECT_TIMEOUT_S, NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES, COMPLETIONS_MAX_BYTES,
+Variables: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_PASSWORD_FILE, DATABASE_URL, AUTELLIX_ENV
+(development|production), LOG_LEVEL, LOG_FORMAT (json|console), NATS_CONNECT_TIMEOUT_S,
+NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES, COMPLETIONS_MAX_BYTES, CALL_DEADLINE_S,
 METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: none), METRICS_HOST.
 """
 
@@ -49,6 +50,9 @@ class MeshSettings(BaseSettings):
     audit_max_bytes: int = Field(default=1 << 30, gt=0)
     # the completions stream (never discards: when full it refuses and engines retry)
     completions_max_bytes: int = Field(default=4 << 30, gt=0)
+    # every call's overall deadline (placement to last token): the API fails it with a 504
+    # `deadline_exceeded` and cancels it; the process table's idle expiry waits for calls this long
+    call_deadline_s: float = Field(default=900.0, gt=0, le=86_400)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container that Prometheus scrapes from outside
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.process_table import metrics, sessions, wire
+from services.process_table import metrics, republish, sessions, wire
 from services.process_table.apply import BatchApplier
 from services.process_table.expiry import IdleSweeper
 from services.process_table.fold import Completion
+from services.process_table.in_flight import InFlightCalls
 from services.process_table.models import CloseReason
 from services.process_table.program_sizes import ProgramSizes
 from services.process_table.puller import Delivery, StreamingPuller
@@ -53,6 +54,9 @@ MAX_RETRY_DELAY_S = 2.0  # backoff ceiling while a completion batch keeps failin
 # (and if it were, the apply is idempotent). 30 s (the JetStream default) left a SIGKILLed table's
 # in-flight completions unapplied, and priorities stale, for 30 s (measured by `autellix chaos`).
 COMPLETION_ACK_WAIT_S = 5.0
+# a call the API has not failed by its deadline is still in flight: idle expiry waits this long past
+# CALL_DEADLINE_S for its completion (the API cancels the call at the deadline)
+IN_FLIGHT_MARGIN_S = 30.0
 
 
 @dataclass
@@ -88,6 +92,9 @@ class ProcessTableService:
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)
         self.num_rejected_completions = 0
         self.num_expired_lookups = 0  # lookups that arrived after their caller's deadline
+        self.num_republished = 0  # updates published again for batches committed before a crash
+        # calls in flight per program: idle expiry skips their sessions (in_flight.py)
+        self.in_flight = InFlightCalls(max_age_s=settings.call_deadline_s + IN_FLIGHT_MARGIN_S)
         self.num_batches = 0
         self.batch_events_total = 0
         self.db_s_total = 0.0  # time inside the apply transaction, retries included
@@ -106,6 +113,7 @@ class ProcessTableService:
         await bus.subscribe(subjects.session_lookup(), self.on_lookup, queue=subjects.PROCESS_TABLE_QUEUE,
                             types=(m.LookupSession,), max_in_flight=REQUEST_CONCURRENCY)
         await bus.serve_health(self.health)
+        await bus.subscribe(subjects.events_of_type(m.CallSubmitted), self.on_submitted, types=(m.CallSubmitted,))
         loaded = await self.transact(self.sizes.load, "load_program_sizes")
         self.log.info("program_sizes_loaded", samples=loaded)
         await self.puller.start()
@@ -149,6 +157,8 @@ class ProcessTableService:
             for update in outcome.updates:  # after commit: what engines and the router see is durable
                 self.num_applied_calls += len(update.applied_call_ids)
                 await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
+            await self._republish_unchanged(outcome.committed, outcome.updates)
+            self.in_flight.completed(d.decoded.call_id for d in outcome.committed)
             published_at = time.perf_counter()
             self.in_service_s.extend(published_at - d.received_at for d in outcome.committed)
             await self.puller.ack(outcome.committed)
@@ -157,6 +167,21 @@ class ProcessTableService:
                 done = {id(d) for d in outcome.committed + outcome.rejected}
                 await self.puller.nak([d for d in batch if id(d) not in done])
                 return
+
+    async def _republish_unchanged(self, committed: list[Delivery], updates: list[ServiceUpdate]) -> None:
+        """Programs whose completions were all already stored (a batch committed, then the table
+        died before publishing): publish their committed service again (republish.py)."""
+        stale = republish.programs_without_update([d.decoded for d in committed], updates)
+        if not stale:
+            return
+        views = await self.transact(lambda conn: republish.committed_views(conn, stale), "republish")
+        for msg in republish.updates_of(views):
+            self.num_republished += 1
+            await self.bus.publish(subjects.program_service(msg.program_id), msg)
+
+    async def on_submitted(self, incoming: Incoming) -> None:
+        msg: m.CallSubmitted = incoming.body
+        self.in_flight.submitted(msg.program_id, msg.call_id)
 
     async def _commit(self, batch: list[Delivery]) -> _Outcome:
         """Apply `batch` in one transaction. A failed write is retried with backoff until it commits
@@ -297,7 +322,8 @@ class ProcessTableService:
     # --- expiry and health ---------------------------------------------------------------------
     async def expire_idle(self) -> list[str]:
         async def work(conn: AsyncConnection) -> list[ProgramView]:
-            expired = await sessions.expire_idle(conn, self.settings.session_idle_ttl_s)
+            expired = await sessions.expire_idle(conn, self.settings.session_idle_ttl_s,
+                                                 busy=self.in_flight.busy_programs())
             return [await sessions.lookup(conn, p) for p in expired]
 
         views = await self.transact(work, "expire_idle")

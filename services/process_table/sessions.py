@@ -68,14 +68,16 @@ async def close_session(conn: AsyncConnection, program_id: str,
     return await lookup(conn, program_id)
 
 
-async def expire_idle(conn: AsyncConnection, idle_ttl_s: float) -> list[str]:
-    """Close open sessions with no activity for idle_ttl_s; returns their ids."""
+async def expire_idle(conn: AsyncConnection, idle_ttl_s: float, busy: list[str] = ()) -> list[str]:
+    """Close open sessions with no activity for idle_ttl_s, except `busy` ones (a call in flight);
+    returns their ids."""
     result = await conn.execute(
         text("""UPDATE programs SET state = :closed, close_reason = :reason, closed_at = now()
                 WHERE state = :open AND last_active_at < now() - make_interval(secs => :ttl)
+                      AND NOT (id = ANY(CAST(:busy AS text[])))
                 RETURNING id"""),
         {"closed": ProgramState.CLOSED.value, "open": ProgramState.OPEN.value,
-         "reason": CloseReason.IDLE_TTL.value, "ttl": idle_ttl_s},
+         "reason": CloseReason.IDLE_TTL.value, "ttl": idle_ttl_s, "busy": list(busy)},
     )
     return sorted(result.scalars().all())
 

@@ -1,6 +1,7 @@
 """One call's token stream as the API reads it: chunks in order from the call's own reply subject,
 held or yielded as the client needs them, and recovered (re-placed, or failed with a retryable 503)
-when its engine or the bus loses it (`recovery.py`). The gateway owns the dispatch table the
+when its engine or the bus loses it (`recovery.py`), or failed with a 504 `deadline_exceeded` once
+it has run CALL_DEADLINE_S since it was placed (closing it cancels it on its engine). The gateway owns the dispatch table the
 chunks arrive through (`Gateway.subscribe_tokens`)."""
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class CallStream:
         self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
         self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
         self.last_chunk_s = time.monotonic()
+        self.deadline_s = time.monotonic() + gateway.settings.call_deadline_s  # re-placements keep it
         # a real model's call yields vLLM's answer as bytes (status and content type set by the
         # first chunk) instead of token ids
         self.relay = False
@@ -71,9 +73,12 @@ class CallStream:
     async def _chunks(self):
         check_s = min(self._gateway.settings.engine_ttl_s / 2, 1.0)
         while not self.done:
+            left_s = self.deadline_s - time.monotonic()
+            if left_s <= 0:
+                raise _deadline_exceeded(self.call_id, self._gateway.settings.call_deadline_s)
             try:
                 if self._queue.empty():  # asyncio.timeout: no extra task per chunk, as wait_for makes
-                    async with asyncio.timeout(check_s):
+                    async with asyncio.timeout(min(check_s, left_s)):
                         chunk: m.TokenChunk = await self._queue.get()
                 else:
                     chunk = self._queue.get_nowait()
@@ -160,6 +165,13 @@ class CallStream:
         if self._then_close_session is not None:
             # a task of its own, shielded: a client that goes away (cancelling this) still ends it
             await asyncio.shield(self._gateway.spawn(self._then_close_session()))
+
+
+def _deadline_exceeded(call_id: str, deadline_s: float) -> ApiError:
+    # not retried by clients on their own: the same call would most likely run as long again
+    return ApiError(504, f"call {call_id} did not finish within its deadline of {deadline_s:g} s "
+                    "(CALL_DEADLINE_S) and was cancelled", "server_error", "deadline_exceeded",
+                    headers={"x-should-retry": "false"})
 
 
 def _engine_error(chunk: m.TokenChunk) -> ApiError:

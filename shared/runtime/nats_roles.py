@@ -113,7 +113,8 @@ PERMISSIONS: dict[str, Permissions] = {
     PROCESS_TABLE: _service(PROCESS_TABLE, publish=[
         subjects.all_program_services(), *_events(m.SessionOpened, m.SessionClosed),
         *[f"{JS}.STREAM.UPDATE.{s}" for s in STREAMS]],
-        subscribe=[subjects.session_open(), subjects.session_close(), subjects.session_lookup()]),
+        subscribe=[subjects.session_open(), subjects.session_close(), subjects.session_lookup(),
+                   *_events(m.CallSubmitted)]),  # calls in flight: idle expiry waits for them
     CONTROLLER: _service(CONTROLLER, publish=[*_events(m.ProgramPromoted)], subscribe=[
         subjects.all_engine_queues(), subjects.all_program_services(), *_events(m.SessionClosed)]),
     # read-only: health requests, its own ephemeral, unacknowledged readers of the audit stream
