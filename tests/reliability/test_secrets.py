@@ -35,13 +35,20 @@ def test_credentials_in_server_urls_are_redacted_for_logs():
 def test_compose_takes_every_credential_from_the_environment():
     text = (ROOT / "docker-compose.yml").read_text()
     compose = yaml.safe_load(text)["services"]
-    assert "${NATS_PASSWORD:?" in " ".join(compose["nats"]["command"])
+    # NATS: one password per role, into the server's environment and, as compose secrets, into
+    # each service (tests/security/test_compose_auth.py checks the roles)
+    for var, value in compose["nats"]["environment"].items():
+        assert re.fullmatch(r"NATS_[A-Z_]+_PASSWORD", var) and value.startswith(f"${{{var}:?"), var
+    for secret in yaml.safe_load(text)["secrets"].values():
+        assert set(secret) == {"environment"}, secret
     assert compose["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
     for name, svc in compose.items():
         for var, value in (svc.get("environment") or {}).items():
             value = str(value)
-            if var in ("NATS_URL", "DATABASE_URL"):
-                assert re.search(r":\$\{(NATS|POSTGRES)_PASSWORD", value), f"{name}.{var} has a literal secret"
+            if var == "NATS_URL":
+                assert "@" not in value, f"{name}.{var} carries a credential"
+            if var == "DATABASE_URL":
+                assert re.search(r":\$\{POSTGRES_PASSWORD", value), f"{name}.{var} has a literal secret"
             if var == "AUTELLIX_API_KEYS":
                 assert value.startswith("${AUTELLIX_API_KEYS:?"), name
         assert "ports" not in svc or name == "session_api", f"{name} publishes a port: only the API may"
