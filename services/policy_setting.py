@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from shared.core.policies import registry
 from shared.core.policy import PolicyName, parse_policy
 
 DEFAULT_POLICY = PolicyName.ATLAS
@@ -17,8 +18,8 @@ DEFAULT_POLICY = PolicyName.ATLAS
 
 def _parse(value: object) -> object:
     policy = parse_policy(value) if isinstance(value, str) else value
-    if policy is PolicyName.SRPT:
-        raise ValueError("srpt orders by each program's future service, which only the simulator knows; "
+    if "oracle_remaining_s" in registry.get(policy).inputs:
+        raise ValueError(f"{policy} orders by each program's future service, which only the simulator knows; "
                          "serpt learns it from finished programs and runs live")
     return policy
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from shared.core.policy import SchedulingPolicy, parse_policy
-from shared.core.program import ServiceAggregation
 from shared.engine.api import DictProgramDirectory, EngineCall
 from shared.engine.lite import LiteEngine, LiteEngineConfig
 
@@ -85,8 +84,7 @@ class _Loop:
         self.directory = DictProgramDirectory()
         self.engine = LiteEngine("bench", policy, self.directory,
                                  LiteEngineConfig(preset=preset, max_num_seqs=max_num_seqs))
-        self.aggregation = (ServiceAggregation.CRITICAL_PATH if policy.name.value == "atlas"
-                            else ServiceAggregation.SUM)
+        self.aggregation = policy.aggregation
         self.output_tokens = output_tokens
         self.now = 0.0
         self.seq = 0

@@ -22,7 +22,7 @@ from loadgen.sim.variants import VARIANTS, PolicyVariant
 from loadgen.workloads.arrivals import poisson_arrivals
 from loadgen.workloads.registry import make_programs
 from loadgen.workloads.spec import ProgramSpec
-from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.policy import SchedulingPolicy
 from shared.core.routing import RouterName
 from shared.engine.api import DictProgramDirectory
 from shared.engine.cost_model import CostModel
@@ -81,7 +81,7 @@ class Experiment:
         options = (engine or cfg.engine).for_variant(variant)
         engines = build_engines(options, policy, directory, cfg.num_engines)
         sim_cfg = SimConfig(policy, cfg.router, cfg.locality_threshold_tokens, cap_s,
-                            self._oracle if variant.policy is PolicyName.SRPT else None, max_in_system)
+                            self._oracle if "oracle_remaining_s" in policy.inputs else None, max_in_system)
         return Simulation(programs, arrivals, engines, directory, sim_cfg).run()
 
     def measure_unloaded(self) -> dict:

@@ -23,7 +23,8 @@ from loadgen.sim.kv_experiments import (
     run_kv_experiment,
 )
 from loadgen.workloads.registry import WORKLOADS
-from shared.core.policy import PolicyName, parse_policy
+from shared.core.policies import registry
+from shared.core.policy import SchedulingPolicy, parse_policy
 from shared.engine.cost_model import get_preset
 
 KV_DEFAULT_PROGRAMS = 40
@@ -106,12 +107,12 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
                              f"{args.belady_capacities!r}") from None
         if not capacities or min(capacities) < 1:
             raise ValueError(f"--belady-capacities must be positive block counts, got {args.belady_capacities!r}")
-    kv_names = "fcfs, mlfq, plas, atlas"
+    kv_names = ", ".join(n for n in registry.names() if not registry.get(n).inputs)
     try:
         policies = tuple(parse_policy(n) for n in (args.policies or "fcfs").split(",") if n.strip())
     except ValueError as exc:
         raise ValueError(f"{exc} (the KV mode takes {kv_names})") from None
-    if not policies or PolicyName.SRPT in policies:
+    if not policies or any(SchedulingPolicy(p).inputs for p in policies):
         raise ValueError(f"the KV mode takes non-clairvoyant policies: {kv_names}")
     return KvExperimentConfig(
         workload=args.workload, kv_policies=kv, routers=parse_routers(args.router or "least-loaded,affinity"),

@@ -14,7 +14,7 @@ from loadgen.sim.events import EventKind, EventQueue
 from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
 from loadgen.sim.program_run import ProgramRun
 from loadgen.workloads.spec import CallSpec, ProgramSpec
-from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.policy import SchedulingPolicy
 from shared.core.routing import RouterName, choose_engine
 from shared.core.size_estimator import SizeEstimator
 from shared.engine.api import CallCompletion, DictProgramDirectory, Engine, EngineCall
@@ -55,8 +55,8 @@ class Simulation:
             raise ValueError(f"{len(programs)} programs but {len(arrivals_s)} arrival times")
         if not engines:
             raise ValueError("at least one engine is needed")
-        if config.policy.name is PolicyName.SRPT and config.oracle is None:
-            raise ValueError("SRPT needs a call-time oracle")
+        if "oracle_remaining_s" in config.policy.inputs and config.oracle is None:
+            raise ValueError(f"{config.policy.name} needs a call-time oracle")
         self._programs = programs
         self._arrivals_s = list(arrivals_s)
         self._engines = {e.engine_id: e for e in engines}
@@ -70,7 +70,7 @@ class Simulation:
         self._submit_seq = 0
         self._rr_index = 0
         # SERPT learns program sizes per workload as programs finish, from nothing (no oracle)
-        self._sizes = SizeEstimator() if config.policy.name is PolicyName.SERPT else None
+        self._sizes = SizeEstimator() if "expected_remaining_s" in config.policy.inputs else None
         self._regime = RegimeAccumulator()
         self._records: list[ProgramRecord] = []
         self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
@@ -110,7 +110,7 @@ class Simulation:
 
     def _arrive(self, index: int, now: float) -> None:
         spec = self._programs[index]
-        oracle = self._config.oracle if self._config.policy.name is PolicyName.SRPT else None
+        oracle = self._config.oracle if "oracle_remaining_s" in self._config.policy.inputs else None
         call_times = oracle_call_times(spec, oracle) if oracle else None
         run = ProgramRun(spec, now, call_times)
         self._in_system += 1

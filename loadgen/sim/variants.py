@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core.policy import PolicyName
+from shared.core.policies import registry
+from shared.core.policy import PolicyName, parse_policy
 
 
 @dataclass(frozen=True)
@@ -23,20 +24,13 @@ class PolicyVariant:
     prefix_cache: bool | None = None
 
 
+_BASELINE = PolicyVariant("fcfs-v0", PolicyName.FCFS,
+                          "FCFS, v0 batching, no prefix cache (vLLM 0.6.1 default: the paper's baseline)",
+                          batching="v0", prefix_cache=False)
+# the baseline, then every registered policy on the run's settings (a new policy needs no line here)
 VARIANTS: dict[str, PolicyVariant] = {
-    v.name: v
-    for v in (
-        PolicyVariant("fcfs-v0", PolicyName.FCFS,
-                      "FCFS, v0 batching, no prefix cache (vLLM 0.6.1 default: the paper's baseline)",
-                      batching="v0", prefix_cache=False),
-        PolicyVariant("fcfs", PolicyName.FCFS, "FCFS on the run's engine settings (optimized FCFS by default)"),
-        PolicyVariant("mlfq", PolicyName.MLFQ, "per-call MLFQ (every new call enters level 0)"),
-        PolicyVariant("plas", PolicyName.PLAS, "PLAS: program-level attained service (sum)"),
-        PolicyVariant("atlas", PolicyName.ATLAS, "ATLAS: critical-path attained service (max over threads)"),
-        PolicyVariant("srpt", PolicyName.SRPT, "SRPT oracle: remaining program service (clairvoyant)"),
-        PolicyVariant("serpt", PolicyName.SERPT, "SERPT: expected remaining program service, learned online "
-                      "per workload from finished programs (admission order only, no oracle)"),
-    )
+    v.name: v for v in (_BASELINE, *(PolicyVariant(n, parse_policy(n), registry.get(n).description)
+                                     for n in registry.names()))
 }
 DEFAULT_POLICIES = tuple(VARIANTS)
 

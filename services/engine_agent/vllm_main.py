@@ -9,7 +9,7 @@ from services.engine_agent.real_wiring import RunningRealAgent, wire_real_agent
 from services.engine_agent.settings import EngineAgentSettings
 from services.engine_agent.vllm_agent import VllmEngineAgent
 from shared.bus.bus import Bus
-from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.program_sched import SchedulerSettings
@@ -36,7 +36,7 @@ def serve_config(settings: EngineAgentSettings):
     policy = SchedulingPolicy(settings.scheduling_policy)
     # anti-starvation is the controller's (cluster-wide) decision, applied from ProgramPromoted
     sched = SchedulerSettings(policy=policy, starvation=StarvationConfig(beta=None))
-    kind = "stock-fcfs" if policy.name is PolicyName.FCFS else "autellix"
+    kind = "stock-fcfs" if policy.static_key else "autellix"
     return VllmServeConfig(model=model, served_model_name=name or model, scheduler_settings=sched.to_config(),
                            extra_args=extra, scheduler_kind=kind)
 

@@ -1,106 +1,81 @@
-"""Scheduling policies as priority keys: FCFS, per-call MLFQ, PLAS, ATLAS, SERPT and the SRPT oracle.
+"""A scheduling policy with its MLFQ settings: what engines and the simulator hold.
 
-A policy maps a call's scheduling view to a key; lower keys run first. The first element of every
-key is the call's *class* (its MLFQ level, or remaining work for SRPT): preemption compares classes
-only, so a call never preempts another of the same class (no thrash inside a level).
+The policies themselves are plug-ins (`shared.core.policies`: the interface, one module each, the
+registry); this module binds one to its `MlfqConfig` and names the built-ins (`PolicyName`, made
+from the registry, so a new policy needs no edit here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from shared.core.mlfq import MlfqConfig
+from shared.core.policies import registry
+from shared.core.policies.base import CallView, Policy, PriorityKey
 from shared.core.program import ServiceAggregation
 
+__all__ = ["CallView", "PolicyName", "PriorityKey", "SchedulingPolicy", "parse_policy"]
 
-class PolicyName(StrEnum):
-    FCFS = "fcfs"
-    MLFQ = "mlfq"
-    PLAS = "plas"
-    ATLAS = "atlas"
-    SRPT = "srpt"
-    SERPT = "serpt"
+PolicyName = StrEnum("PolicyName", [(p.name.upper(), p.name) for p in registry.BUILTIN])
+_BUILTIN_NAMES = frozenset(p.value for p in PolicyName)
 
 
-def parse_policy(name: str) -> PolicyName:
-    try:
-        return PolicyName(name.strip().lower())
-    except ValueError:
-        valid = ", ".join(p.value for p in PolicyName)
-        raise ValueError(f"unknown policy {name!r}; valid policies: {valid}") from None
-
-
-@dataclass(frozen=True)
-class CallView:
-    """What a policy may see of one call (all times in seconds on the caller's clock)."""
-
-    arrival_s: float  # when the call was submitted to the engine
-    seq: int  # global submission order: deterministic tie-break
-    attained_s: float  # this call's own service since its program's last promotion
-    program_service_s: float  # S_p now (PLAS sum or ATLAS max)
-    thread_service_s: float  # s_T of the call's thread now (ATLAS critical path)
-    program_arrival_s: float  # when the program started
-    oracle_remaining_s: float = 0.0  # SRPT only: remaining total service of the program
-    # SERPT only: the program's expected remaining service at submit, learned from finished
-    # programs of its type (shared/core/size_estimator.py); None: too few of its type yet
-    expected_remaining_s: float | None = None
-
-
-PriorityKey = tuple
+def parse_policy(name: str) -> PolicyName | str:
+    """A registered policy's name (a PolicyName for the built-ins); a clear error listing the
+    valid names otherwise."""
+    found = registry.get(name).name
+    return PolicyName(found) if found in _BUILTIN_NAMES else found
 
 
 @dataclass(frozen=True)
 class SchedulingPolicy:
-    name: PolicyName
+    name: PolicyName | str
     mlfq: MlfqConfig = MlfqConfig()
+    impl: Policy = field(init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", parse_policy(self.name))
+        object.__setattr__(self, "impl", registry.get(self.name))
+
+    # what the policy is (see `Policy` for each)
     @property
     def aggregation(self) -> ServiceAggregation:
-        return ServiceAggregation.CRITICAL_PATH if self.name is PolicyName.ATLAS else ServiceAggregation.SUM
+        return self.impl.aggregation
 
     @property
     def preemptive(self) -> bool:
-        """FCFS never preempts for priority (only KV exhaustion does, inside the engine); SERPT
-        orders admission only (a mis-estimate never evicts a running call)."""
-        return self.name not in (PolicyName.FCFS, PolicyName.SERPT)
+        return self.impl.preemptive
 
     @property
     def program_aware(self) -> bool:
-        return self.name in (PolicyName.PLAS, PolicyName.ATLAS)
+        return self.impl.program_aware
+
+    @property
+    def has_levels(self) -> bool:
+        return self.impl.has_levels
+
+    @property
+    def static_key(self) -> bool:
+        return self.impl.static_key
+
+    @property
+    def inputs(self) -> frozenset[str]:
+        return self.impl.inputs
+
+    @property
+    def description(self) -> str:
+        return self.impl.description
+
+    # what it decides
+    def key(self, call: CallView) -> PriorityKey:
+        return self.impl.key(call, self.mlfq)
 
     def level(self, call: CallView) -> int:
-        """MLFQ level of a call (0 for FCFS and SRPT, which have no levels)."""
-        if self.name is PolicyName.MLFQ:
-            return self.mlfq.level_for(call.attained_s)
-        if self.program_aware:
-            # a new call inherits its program's level; demotion by its own attained service
-            return self.mlfq.level_for(call.program_service_s + call.attained_s)
-        return 0
+        return self.impl.level(call, self.mlfq)
+
+    def next_key_change_s(self, call: CallView, level: int) -> float:
+        return self.impl.next_key_change_s(call, level, self.mlfq)
 
     def vllm_priority(self, key: PriorityKey) -> int:
-        """vLLM's integer `priority` (lower first) for a key: where a stock vLLM orders by it."""
-        if self.name is PolicyName.SRPT:
-            return int(min(key[0], 1e9) * 1000)  # remaining service in ms
-        return int(key[0]) if key else 0
-
-    def key(self, call: CallView) -> PriorityKey:
-        match self.name:
-            case PolicyName.FCFS:
-                return (0, call.arrival_s, call.seq)
-            case PolicyName.MLFQ | PolicyName.PLAS:
-                return (self.level(call), call.arrival_s, call.seq)
-            case PolicyName.ATLAS:
-                # FCFS by program within a level; inside a program, critical path (largest s_T) first
-                return (self.level(call), call.program_arrival_s, -call.thread_service_s, call.arrival_s, call.seq)
-            case PolicyName.SRPT:
-                remaining = max(call.oracle_remaining_s - call.attained_s, 0.0)
-                return (remaining, call.arrival_s, call.seq)
-            case PolicyName.SERPT:
-                # one class: admission order only. A type with too few finished programs falls back
-                # to least attained service (expected remaining = what it has had)
-                expected = call.expected_remaining_s
-                if expected is None:
-                    expected = call.program_service_s
-                return (0, expected, call.program_arrival_s, -call.thread_service_s, call.arrival_s, call.seq)
-        raise AssertionError(self.name)
+        return self.impl.vllm_priority(key)

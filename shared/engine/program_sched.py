@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.core.mlfq import MlfqConfig
-from shared.core.policy import CallView, PolicyName, SchedulingPolicy, parse_policy
+from shared.core.policy import CallView, SchedulingPolicy, parse_policy
 from shared.core.preemption import Preemption
 from shared.core.service_class import plan_class_preemptions, strictly_better
 from shared.core.starvation import StarvationConfig, should_promote
@@ -28,7 +28,7 @@ CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds Schedu
 
 @dataclass(frozen=True)
 class SchedulerSettings:
-    policy: SchedulingPolicy = SchedulingPolicy(PolicyName.PLAS)
+    policy: SchedulingPolicy = SchedulingPolicy("plas")
     starvation: StarvationConfig = StarvationConfig()
     min_class_gap: float = 0.0
     # anti-thrash quantum, as the lite engine: proactive preemption is decided at most every this
@@ -69,7 +69,7 @@ class SchedulerSettings:
     def to_config(self) -> dict[str, Any]:
         """The `additional_config["autellix"]` dict that reproduces these settings."""
         m = self.policy.mlfq
-        return {"policy": self.policy.name.value, "num_levels": m.num_levels, "base_quantum_s": m.base_quantum_s,
+        return {"policy": str(self.policy.name), "num_levels": m.num_levels, "base_quantum_s": m.base_quantum_s,
                 "growth": m.growth, "beta": self.starvation.beta, "min_service_s": self.starvation.min_service_s,
                 "min_class_gap": self.min_class_gap, "preemption_interval_steps": self.preemption_interval_steps,
                 "max_preemptions_per_decision": self.max_preemptions_per_decision,
@@ -194,23 +194,10 @@ class ProgramScheduleState:
         key = self.policy.key(view)
         call.level = self.policy.level(view)
         call.program_service_s = view.program_service_s
-        call.next_change_s = self._next_change(call, view)
+        call.next_change_s = self.policy.next_key_change_s(view, call.level)
         changed = key != call.key
         call.key = key
         return changed
-
-    def _next_change(self, call: CallState, view: CallView) -> float:
-        """Attained service at which this call's key next changes (inf: never by service alone)."""
-        name = self.policy.name
-        if name is PolicyName.SRPT:
-            return call.attained_s  # remaining work changes with every step
-        if name in (PolicyName.FCFS, PolicyName.SERPT):  # SERPT's key is fixed at submit
-            return float("inf")
-        mlfq = self.policy.mlfq
-        if call.level >= mlfq.num_levels - 1:
-            return float("inf")
-        base = 0.0 if name is PolicyName.MLFQ else view.program_service_s
-        return mlfq.threshold_s(call.level) - base
 
     # --- per-step accounting -----------------------------------------------------------------
     def charge(self, call_ids: Iterable[str], duration_s: float) -> list[CallState]:
@@ -247,7 +234,7 @@ class ProgramScheduleState:
         result = RefreshResult()
         # 1. anti-starvation: a waiting call whose program waited beta times its service
         cfg = self.settings.starvation
-        if (cfg.beta is not None and (self.policy.program_aware or self.policy.name is PolicyName.MLFQ)
+        if (cfg.beta is not None and self.policy.has_levels
                 and now_s >= self._next_starvation_check_s):
             self._next_starvation_check_s = now_s + self.settings.starvation_check_interval_s
             for call in waiting():

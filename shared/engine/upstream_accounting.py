@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core.policy import CallView, PolicyName, SchedulingPolicy
+from shared.core.policy import CallView, SchedulingPolicy
 from shared.core.program import ProgramLedger
 
 _GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
@@ -42,9 +42,7 @@ def call_priority(policy: SchedulingPolicy, ledger: ProgramLedger, thread_id: st
     view = CallView(arrival_s=0.0, seq=0, attained_s=0.0, program_service_s=ledger.service_s,
                     thread_service_s=ledger.thread_service(thread_id), program_arrival_s=0.0,
                     expected_remaining_s=expected_remaining_s)
-    if policy.name is PolicyName.SERPT:
-        return round(1000 * policy.key(view)[1])
-    return policy.level(view)
+    return policy.vllm_priority(policy.key(view))
 
 
 @dataclass(frozen=True)

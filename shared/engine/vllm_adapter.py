@@ -36,7 +36,6 @@ from vllm.v1.engine.core import EngineCore  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
-from shared.core.policy import PolicyName  # noqa: E402
 from shared.engine.api import CallCompletion  # noqa: E402
 from shared.engine.program_directory import CachedProgramDirectory  # noqa: E402
 from shared.engine.program_meta import ProgramMeta, parse_program_meta  # noqa: E402
@@ -269,9 +268,10 @@ class _ProgramAware(_CallTracking):
     """PLAS/ATLAS/MLFQ/SRPT inside vLLM: keys from the core, proactive preemption, promotions."""
 
     def _init_program_aware(self) -> None:
-        if self.autellix_settings.policy.name is PolicyName.FCFS:
-            raise ValueError("ProgramAwareScheduler needs a preemptive policy (plas, atlas, mlfq, srpt); "
-                             "use the stock FCFS scheduler for fcfs")
+        policy = self.autellix_settings.policy
+        if policy.static_key:
+            raise ValueError(f"policy {policy.name} orders by arrival alone: use vLLM's stock FCFS scheduler "
+                             "(scheduler kind stock-fcfs), not ProgramAwareScheduler")
         self.policy = SchedulingPolicy.PRIORITY  # stock KV-exhaustion preemption then picks the worst level
         self.waiting = KeyedRequestQueue(self._key_of)
         self.kv_holding_waiting = KeyedRequestQueue(self._key_of)

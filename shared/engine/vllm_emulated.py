@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.core.kv_retention import RetentionConfig
-from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import (
     CallCompletion,
@@ -75,7 +75,7 @@ def scheduler_kind_for(policy: SchedulingPolicy, baseline: str | None) -> str:
     baseline ('stock-fcfs' or 'stock-priority') is asked for."""
     if baseline is not None:
         return baseline
-    return "stock-fcfs" if policy.name is PolicyName.FCFS else "autellix"
+    return "stock-fcfs" if policy.static_key else "autellix"
 
 
 class EmulatedVllmEngine:

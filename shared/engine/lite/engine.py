@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.core.policy import SchedulingPolicy
 from shared.engine.api import CallCompletion, EngineCall, ProgramDirectory, Segment, StepReport
 from shared.engine.cost_model import CostModel
 from shared.engine.lite.blocks import BlockPool
@@ -62,9 +62,9 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         self._snapshots: dict[str, tuple[int, int]] = {}
         self._next_refresh_s = 0.0
         self._next_starvation_s = 0.0
-        self._static_keys = policy.name is PolicyName.FCFS
+        self._static_keys = policy.static_key
         self._preemptive = policy.preemptive
-        self._has_levels = policy.name in (PolicyName.MLFQ, PolicyName.PLAS, PolicyName.ATLAS)
+        self._has_levels = policy.has_levels
         self.stats = {"preemptions": 0, "swaps": 0, "recomputed_tokens": 0, "prefix_hit_tokens": 0,
                       "prompt_tokens": 0, "steps": 0, "promotions": 0}
         self._lin_floor_sq = self.cost.linear_floor_sq

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from itertools import chain as iter_chain
 
 from shared.core.fairness import fair_share_key
-from shared.core.policy import CallView, PolicyName
+from shared.core.policy import CallView
 from shared.core.preemption import plan_preemptions
 from shared.core.starvation import should_promote
 from shared.engine.lite.config import BatchingMode
@@ -94,19 +94,11 @@ class PriorityMixin:
         service = self._service_now(seq)
         if seq.rkey_snap == snap and service < seq.rkey_until_s:
             return seq.rkey
-        base = self._base_key(seq)
+        base, view = self._base_key_view(seq)
         key = base if self._tenant_ranks is None else self._fair_key(seq, base)
-        until = service  # SRPT keys change with every step: never cached
-        if self._static_keys:
-            until = math.inf
-        elif self._has_levels:
-            mlfq = self.policy.mlfq
-            level = base[0]
-            if level >= mlfq.num_levels - 1:
-                until = math.inf
-            else:
-                base = 0.0 if self.policy.name is PolicyName.MLFQ else led.service_s
-                until = service + (mlfq.threshold_s(level) - (base + service - seq.attained_origin_s))
+        until = math.inf
+        if view is not None:  # the policy says when its key changes by service alone
+            until = service + (self.policy.next_key_change_s(view, self.policy.level(view)) - view.attained_s)
         seq.rkey, seq.rkey_snap, seq.rkey_until_s = key, snap, until
         return key
 
@@ -120,9 +112,12 @@ class PriorityMixin:
         return fair_share_key(ranks.get(tenant, len(ranks)) if tenant is not None else len(ranks), base)
 
     def _base_key(self, seq: Seq) -> tuple:
+        return self._base_key_view(seq)[0]
+
+    def _base_key_view(self, seq: Seq) -> tuple[tuple, CallView | None]:
         call = seq.call
         if self._static_keys:
-            return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s))
+            return self.policy.key(CallView(call.arrival_s, call.seq, 0.0, 0.0, 0.0, call.program_arrival_s)), None
         led = self.programs.ledger(seq.program_id)
         service = self._service_now(seq)
         if led.epoch != seq.epoch_seen:
@@ -132,7 +127,7 @@ class PriorityMixin:
             program_service_s=led.service_s, thread_service_s=led.thread_service(seq.thread_id),
             program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s,
             expected_remaining_s=call.expected_remaining_s)
-        return self.policy.key(view)
+        return self.policy.key(view), view
 
     def _sync_epoch(self, seq: Seq, epoch: int, service_s: float) -> None:
         """The program was promoted since we last looked: attained service and wait restart."""
