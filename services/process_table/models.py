@@ -79,6 +79,9 @@ class Program(Base):
         CheckConstraint("service_s >= 0 AND wait_s >= 0", name="nonnegative"),
         # the idle-expiry sweep scans open programs by last activity
         Index("ix_programs_open_last_active", "last_active_at", postgresql_where=text("state = 'open'")),
+        # the open-sessions cap counts a tenant's open sessions (sessionless one-call programs aside)
+        Index("ix_programs_open_sessions_by_tenant", "tenant_id",
+              postgresql_where=text("state = 'open' AND id NOT LIKE 'call-%'")),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -16,10 +16,12 @@ from services.process_table.views import (
     ProgramClosed,
     ProgramNotFound,
     ProgramView,
+    TooManySessions,
     program_view,
 )
 from shared.core.program import ServiceAggregation
 from shared.protocol.ids import DEFAULT_TENANT_ID
+from shared.protocol.programs import ONE_CALL_PREFIX
 
 
 async def lookup(conn: AsyncConnection, program_id: str) -> ProgramView:
@@ -35,8 +37,10 @@ async def lookup(conn: AsyncConnection, program_id: str) -> ProgramView:
 
 async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
                        tenant_id: str = DEFAULT_TENANT_ID, name: str = "", workload_class: str = "",
-                       aggregation: str = ServiceAggregation.CRITICAL_PATH.value) -> tuple[ProgramView, bool]:
+                       aggregation: str = ServiceAggregation.CRITICAL_PATH.value,
+                       max_open: int | None = None) -> tuple[ProgramView, bool]:
     """Idempotent on the id: re-opening an open session returns it; a closed one is refused.
+    A new session beyond `max_open` open ones of its tenant raises TooManySessions.
 
     Returns the session and whether this call created it.
     """
@@ -44,6 +48,8 @@ async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
     program_id = program_id or uuid.uuid4().hex
     await conn.execute(text("INSERT INTO tenants (id, name) VALUES (:id, :id) ON CONFLICT (id) DO NOTHING"),
                        {"id": tenant_id})
+    if max_open is not None:
+        await _check_open_sessions(conn, program_id, tenant_id, max_open)
     inserted = await conn.execute(
         text("""INSERT INTO programs (id, tenant_id, name, workload_class, aggregation)
                 VALUES (:id, :tenant, :name, :wc, :agg) ON CONFLICT (id) DO NOTHING RETURNING id"""),
@@ -66,6 +72,21 @@ async def close_session(conn: AsyncConnection, program_id: str,
          "reason": reason.value},
     )
     return await lookup(conn, program_id)
+
+
+async def _check_open_sessions(conn: AsyncConnection, program_id: str, tenant_id: str, max_open: int) -> None:
+    """Opens of one tenant queue on a transaction lock, so concurrent ones cannot all slip under
+    the cap; re-opening a session that exists is never refused."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:tenant))"), {"tenant": tenant_id})
+    exists = await conn.execute(text("SELECT 1 FROM programs WHERE id = :id"), {"id": program_id})
+    if exists.first() is not None:
+        return
+    # one-call programs (sessionless calls) are not sessions (ix_programs_open_sessions_by_tenant)
+    count = await conn.execute(text(
+        f"""SELECT count(*) FROM programs WHERE tenant_id = :tenant AND state = 'open'
+            AND id NOT LIKE '{ONE_CALL_PREFIX}%'"""), {"tenant": tenant_id})
+    if count.scalar_one() >= max_open:
+        raise TooManySessions(tenant_id, max_open)
 
 
 async def expire_idle(conn: AsyncConnection, idle_ttl_s: float, busy: list[str] = ()) -> list[str]:

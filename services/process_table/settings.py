@@ -34,6 +34,9 @@ class ProcessTableSettings(DatabaseSettings):
     # with an error (requests) or nak'ed for redelivery (promotions); completion batches are retried
     # until they commit, whatever this says (they are never acknowledged before, never dropped)
     db_retry_budget_s: float = Field(default=10.0, gt=0)
+    # a tenant's open sessions, at most (opening one more is refused until some close or expire);
+    # shared by every API worker and replica, since the table counts them; 0: no cap
+    max_open_sessions_per_tenant: int = Field(default=10_000, ge=0)
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
     mlfq_num_levels: int = Field(default=8, ge=1)
     mlfq_base_quantum_s: float = Field(default=1.0, gt=0)

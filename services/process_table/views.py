@@ -11,6 +11,14 @@ class ProgramNotFound(LookupError):
         self.program_id = program_id
 
 
+class TooManySessions(RuntimeError):
+    def __init__(self, tenant_id: str, limit: int) -> None:
+        super().__init__(f"tenant {tenant_id!r} has {limit} open sessions, the most allowed "
+                         f"(MAX_OPEN_SESSIONS_PER_TENANT); close some first")
+        self.tenant_id = tenant_id
+        self.limit = limit
+
+
 class ProgramClosed(RuntimeError):
     def __init__(self, program_id: str) -> None:
         super().__init__(f"session {program_id!r} is closed")

@@ -18,5 +18,6 @@ class ErrorCode(StrEnum):
     CONFLICT = "conflict"  # e.g. the session is already closed
     FORBIDDEN = "forbidden"  # the tenant may not see this object
     UNAVAILABLE = "unavailable"  # no engine, dependency down: retryable
+    LIMITED = "limited"  # a per-tenant limit is reached (e.g. open sessions): retry after closing some
     TIMEOUT = "timeout"
     INTERNAL = "internal"  # a handler raised

@@ -1,14 +1,17 @@
-"""SERPT's sizes in the process table, on real NATS and PostgreSQL: closed sessions of a tenant's
-workload class teach the expected remaining service a lookup answers, other tenants and classes
-are untouched, and a restarted table has learned the same from the database."""
+"""Per-tenant session state in the process table, on real NATS and PostgreSQL: SERPT's sizes
+(closed sessions of a tenant's workload class teach the expected remaining service a lookup
+answers, other tenants and classes are untouched, a restarted table has learned the same from the
+database) and the cap on a tenant's open sessions."""
 
 from __future__ import annotations
 
 import pytest
 
+from shared.bus import RemoteError
 from shared.core.size_estimator import SizeEstimatorConfig
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.errors import ErrorCode
 from tests.process_table.conftest import eventually, new_id
 from tests.process_table.test_service import completion, lookup
 
@@ -52,3 +55,18 @@ async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(s
     await table.bus.close()  # its lookups stop: only the new table answers
     await start_process_table(scheduling_policy="serpt")  # a new table reads what closed before
     assert (await lookup(bus, fresh, tenant)).expected_remaining_s == pytest.approx(4.0)
+
+
+async def test_open_sessions_per_tenant_are_capped(start_process_table, bus) -> None:
+    await start_process_table(max_open_sessions_per_tenant=2)
+    tenant, other = new_id("capped"), new_id("other")
+    first, second = await _open(bus, tenant, ""), await _open(bus, tenant, "")
+    await bus.publish_event(completion(f"call-{new_id('c')}", new_id("c"), 1.0, 0.0, tenant=tenant))  # sessionless
+    with pytest.raises(RemoteError) as refused:
+        await bus.request(subjects.session_open(), m.OpenSession(session_id=new_id("p"), tenant=tenant), timeout_s=2.0)
+    assert refused.value.code == ErrorCode.LIMITED.value and "MAX_OPEN_SESSIONS_PER_TENANT" in refused.value.description
+    again = await bus.request(subjects.session_open(), m.OpenSession(session_id=first, tenant=tenant), timeout_s=2.0)
+    assert again.session_id == first  # re-opening an open session is never refused
+    await _open(bus, other, "")  # another tenant has its own cap
+    await bus.request(subjects.session_close(), m.CloseSession(session_id=second, tenant=tenant), timeout_s=2.0)
+    await _open(bus, tenant, "")  # room again
