@@ -93,7 +93,7 @@ def test_shrink_keeps_the_programs_shape():
 
 
 def test_segment_text_is_that_many_tiny_model_tokens(tmp_path):
-    pytest.importorskip("tokenizers")
+    pytest.importorskip("tokenizers", reason="tokenizers comes with the vllm extra (make setup)")
     from tokenizers import Tokenizer
 
     from shared.engine.tiny_model import make_tiny_model
