@@ -1,22 +1,65 @@
-"""One call's token stream as the API reads it: chunks in order from the call's own reply subject,
-held or yielded as the client needs them, and recovered (re-placed, or failed with a retryable 503)
-when its engine or the bus loses it (`recovery.py`), or failed with a 504 `deadline_exceeded` once
-it has run CALL_DEADLINE_S since it was placed (closing it cancels it on its engine). The gateway owns the dispatch table the
-chunks arrive through (`Gateway.subscribe_tokens`)."""
+"""One call's token stream as the API reads it: the shell around `stream_machine.py`, which decides
+what each chunk, silence or lost engine means (yield, hold, place again, fail); this file waits for
+chunks, observes the engine and the bus, and carries the actions out. It fails with a 504
+`deadline_exceeded` once it has run CALL_DEADLINE_S since it was placed (closing it cancels it on
+its engine). The gateway owns the dispatch table the chunks arrive through
+(`Gateway.subscribe_tokens`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from services.session_api import metrics, recovery
+from services.session_api.call_counts import SessionCallCounts
 from services.session_api.errors import ApiError, unavailable
+from services.session_api.settings import SessionApiSettings
+from services.session_api.stream_machine import (
+    Accept,
+    Chunk,
+    EngineLost,
+    Fail,
+    Failure,
+    Finish,
+    Hold,
+    Phase,
+    Placed,
+    PlaceFailed,
+    Reconnect,
+    Redispatch,
+    Rules,
+    State,
+    Tick,
+    Yield,
+    step,
+)
+from shared.bus.bus import Bus
+from shared.bus.errors import BusError
+from shared.logging import get_logger
 from shared.protocol import messages as m
-from shared.protocol.errors import ErrorCode
+from shared.protocol import subjects
 
-if TYPE_CHECKING:
-    from services.session_api.gateway import Gateway
+log = get_logger()
+
+
+class StreamMesh(Protocol):
+    """What a stream needs of the gateway."""
+
+    bus: Bus
+    settings: SessionApiSettings
+    completed_calls: SessionCallCounts
+
+    def engine_is_live(self, engine_id: str) -> bool: ...
+    def engine_incarnation(self, engine_id: str) -> int: ...
+    def reconnects(self) -> int: ...
+    def token_subject(self, key: str) -> str: ...
+    async def subscribe_tokens(self, call_id: str, reply_subject: str, queue: asyncio.Queue) -> TokenListener: ...
+    def stop_listening(self, reply_subject: str) -> None: ...
+    async def cancel(self, engine_id: str, call_id: str) -> None: ...
+    def spawn(self, coro) -> asyncio.Task: ...
 
 
 class TokenListener:
@@ -24,7 +67,7 @@ class TokenListener:
 
     __slots__ = ("_gateway", "reply_subject")
 
-    def __init__(self, gateway: Gateway, reply_subject: str) -> None:
+    def __init__(self, gateway: StreamMesh, reply_subject: str) -> None:
         self._gateway = gateway
         self.reply_subject = reply_subject
 
@@ -32,139 +75,181 @@ class TokenListener:
         self._gateway.stop_listening(self.reply_subject)
 
 
-class CallStream:
-    """Token ids of one call as they arrive; `close()` unsubscribes and cancels an unfinished call."""
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """Fixed before the call is placed."""
 
-    def __init__(self, gateway: Gateway, call_id: str, queue: asyncio.Queue, sub: TokenListener) -> None:
+    client_streams: bool = True  # False: tokens are held until the end, so the call stays restartable
+    allow_redispatch: bool = True  # False: the client opted out (recovery.allows_redispatch)
+    relay: bool = False  # a real model's call: vLLM's answer as bytes (status and type from the first chunk)
+    release: Callable[[], None] | None = None  # the admission limits' release, called once on close
+    close_session: Callable[[], Awaitable] | None = None  # X-Session-Final: run once on close, if placed
+
+
+class CallStream:
+    """Token ids (or bytes) of one call as they arrive; `place()` has the router place it (first and
+    again), `close()` unsubscribes and cancels an unfinished call."""
+
+    def __init__(self, gateway: StreamMesh, call_id: str, options: StreamOptions = StreamOptions()) -> None:
         self._gateway = gateway
         self.call_id = call_id
-        self._queue = queue
-        self._sub = sub
-        self.engine_id: str | None = None
-        self.done = False
+        self.options = options
+        settings = gateway.settings
+        self._rules = Rules(call_id, hold_tokens=not options.client_streams,
+                            allow_redispatch=options.allow_redispatch, max_redispatches=settings.max_redispatches,
+                            engine_ttl_s=settings.engine_ttl_s, stalled_stream_grace_s=settings.stalled_stream_grace_s)
+        self._state = State()
+        self.route: m.RouteCall | None = None
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._sub: TokenListener | None = None
+        self._held: list[int] | bytearray = bytearray() if options.relay else []
+        self._placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
+        self._engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
+        self.deadline_s = time.monotonic() + settings.call_deadline_s  # re-placements keep it
         self.finish_reason: str | None = None
         self.output_tokens = 0
         self.cached_tokens = 0
-        self._next_index = 0
-        self._closed = False
-        # recovery (recovery.py): the placed call, whether tokens are held until the end (a
-        # non-streaming client sees nothing before then), re-placements so far
-        self.route: m.RouteCall | None = None
-        self.hold_tokens = False
-        self.allow_redispatch = True
-        self.redispatches = 0
-        self.tokens_yielded = False
-        self._held: list[int] = []
-        self._release = None  # the admission limits' release, called once on close
-        self._then_close_session = None  # X-Session-Final: closes the session, awaited once on close
-        self.placed_reconnects = 0  # the bus's reconnect count when the call was (re)placed
-        self.engine_incarnation = 0  # its engine's start time when placed: a restarted engine lost it
-        self.last_chunk_s = time.monotonic()
-        self.deadline_s = time.monotonic() + gateway.settings.call_deadline_s  # re-placements keep it
-        # a real model's call yields vLLM's answer as bytes (status and content type set by the
-        # first chunk) instead of token ids
-        self.relay = False
         self.http_status = 0
         self.content_type = ""
+        self._closed = False
+
+    @property
+    def engine_id(self) -> str | None:
+        return self._state.engine_id or None
+
+    @property
+    def done(self) -> bool:
+        """The engine sent the call's last chunk."""
+        return self._state.engine_finished
+
+    @property
+    def redispatches(self) -> int:
+        return self._state.redispatches
+
+    @property
+    def phase(self) -> Phase:
+        return self._state.phase
+
+    async def place(self, route: m.RouteCall) -> None:
+        """Listen on the route's reply subject (fresh, so a late chunk of a lost placement never mixes
+        with this one's), then have the router place the call there. Raises the bus's errors."""
+        await self._listen_on(route.reply_subject)
+        self._placed_reconnects = self._gateway.reconnects()
+        routed = await self._gateway.bus.request(subjects.router_route(), route,
+                                                 timeout_s=self._gateway.settings.route_timeout_s)
+        self.route = route
+        metrics.note_engine(routed.engine_id)
+        self._engine_incarnation = self._gateway.engine_incarnation(routed.engine_id)
+        self._held = bytearray() if self.options.relay else []
+        self._state, _ = step(self._rules, self._state, Placed(routed.engine_id, time.monotonic()))
 
     def __aiter__(self):
         return self._chunks()
 
     async def _chunks(self):
         check_s = min(self._gateway.settings.engine_ttl_s / 2, 1.0)
-        while not self.done:
+        relay = self.options.relay
+        while self._state.phase is Phase.STREAMING:
             left_s = self.deadline_s - time.monotonic()
             if left_s <= 0:
                 raise _deadline_exceeded(self.call_id, self._gateway.settings.call_deadline_s)
+            chunk: m.TokenChunk | None = None
             try:
                 if self._queue.empty():  # asyncio.timeout: no extra task per chunk, as wait_for makes
                     async with asyncio.timeout(min(check_s, left_s)):
-                        chunk: m.TokenChunk = await self._queue.get()
+                        chunk = await self._queue.get()
                 else:
                     chunk = self._queue.get_nowait()
             except TimeoutError:
-                if self.engine_id is not None and (
-                        not self._gateway.engine_is_live(self.engine_id)
-                        or self._gateway.engine_incarnation(self.engine_id) != self.engine_incarnation):
-                    if await recovery.redispatch(self._gateway, self):
-                        continue
-                    if recovery.may_still_resume(self._gateway, self):
-                        continue
-                    raise unavailable(f"engine {self.engine_id} stopped responding and call {self.call_id} "
-                                      "was lost; retry the request", code="engine_lost") from None
-                if (self._gateway.reconnects() != self.placed_reconnects
-                        and time.monotonic() - self.last_chunk_s > self._gateway.settings.engine_ttl_s):
-                    # NATS went away and came back since the call was placed: its chunks (core
-                    # NATS, at most once) may be gone, end marker included, so waiting could be forever
-                    if await recovery.redispatch(self._gateway, self, cancel_lost=True):
-                        continue
-                    raise unavailable(f"token stream of call {self.call_id} was interrupted by a message-bus "
-                                      "reconnect; retry the request", code="stream_interrupted") from None
-                continue
-            self.last_chunk_s = time.monotonic()
-            if chunk.index != self._next_index:
-                if await recovery.redispatch(self._gateway, self, cancel_lost=True):
-                    continue
-                raise unavailable(f"token stream of call {self.call_id} lost chunks (expected "
-                                  f"{self._next_index}, got {chunk.index}); retry", code="stream_gap")
-            self._next_index += 1
-            if chunk.done:
-                self.done = True
-                self.finish_reason = chunk.finish_reason
-                self.output_tokens = chunk.output_tokens
-                self.cached_tokens = chunk.prefix_hit_tokens
-                if chunk.error_code:
-                    raise _engine_error(chunk)
-                if self.route is not None:
+                event = self._silence(time.monotonic())
+            else:
+                payload = chunk.body if relay else chunk.token_ids
+                event = Chunk(chunk.index, time.monotonic(), len(payload), chunk.done, chunk.error_code,
+                              chunk.error_description)
+            self._state, actions = step(self._rules, self._state, event)
+            for action in actions:
+                kind = type(action)
+                if kind is Yield:
+                    yield (bytes(self._held) if relay else self._held) if action.held else payload
+                elif kind is Accept:
+                    self._accept(chunk)
+                elif kind is Hold:
+                    self._held.extend(payload)
+                elif kind is Finish:
                     self._gateway.completed_calls.completed(self.route.program_id)
-            if chunk.http_status:
-                self.http_status, self.content_type = chunk.http_status, chunk.content_type
-            payload = chunk.body if self.relay else chunk.token_ids
-            if self.hold_tokens:
-                self._held.extend(payload)
-                if self.done and self._held:
-                    self.tokens_yielded = True
-                    yield bytes(self._held) if self.relay else self._held
-                continue
-            if payload:
-                self.tokens_yielded = True
-                yield payload
+                elif kind is Redispatch:
+                    await self._redispatch(action.cancel_lost)
+                elif kind is Fail:
+                    raise _api_error(action.error)
 
-    async def listen_on(self, reply_subject: str) -> None:
-        """Before a re-placement: take chunks from a fresh subject only, so a late chunk of the lost
-        placement can never mix with the new one's."""
+    def _silence(self, now_s: float):
+        """Nothing arrived for a while: what the engine's heartbeats and the bus say about it."""
+        engine_id = self._state.engine_id
+        restarted = self._gateway.engine_incarnation(engine_id) != self._engine_incarnation
+        if restarted or not self._gateway.engine_is_live(engine_id):
+            return EngineLost(now_s, restarted)
+        if self._gateway.reconnects() != self._placed_reconnects:
+            return Reconnect(now_s)
+        return Tick(now_s)
+
+    def _accept(self, chunk: m.TokenChunk) -> None:
+        if chunk.done:
+            self.finish_reason = chunk.finish_reason
+            self.output_tokens = chunk.output_tokens
+            self.cached_tokens = chunk.prefix_hit_tokens
+        if chunk.http_status:
+            self.http_status, self.content_type = chunk.http_status, chunk.content_type
+
+    async def _redispatch(self, cancel_lost: bool) -> None:
+        lost = self._state.engine_id
+        if cancel_lost:
+            await self._gateway.cancel(lost, self.call_id)
+        attempt = self._state.redispatches + 1
+        route = recovery.replacement(self.route, self._gateway.token_subject(f"{self.call_id}-r{attempt}"))
         try:
-            await self._sub.unsubscribe()
-        except Exception:  # connection closing: nothing to release
-            pass
-        self._queue = asyncio.Queue()
-        self._sub = await self._gateway.subscribe_tokens(self.call_id, reply_subject, self._queue)
+            await self.place(route)
+        except BusError as exc:
+            log.warning("call_redispatch_failed", call_id=self.call_id, engine_id=lost, error=str(exc))
+            self._state, actions = step(self._rules, self._state, PlaceFailed(str(exc)))
+            for action in actions:
+                if type(action) is Fail:
+                    raise _api_error(action.error) from None
+            return
+        log.info("call_redispatched", call_id=self.call_id, engine_id=self._state.engine_id, lost_engine_id=lost,
+                 attempt=self._state.redispatches)
 
-    def restart(self, engine_id: str) -> None:
-        """The call now runs on `engine_id` from its start."""
-        self.engine_id = engine_id
-        metrics.note_engine(engine_id)
-        self._next_index = 0
-        self._held = bytearray() if self.relay else []
-        self.placed_reconnects = self._gateway.reconnects()
-        self.engine_incarnation = self._gateway.engine_incarnation(engine_id)
-        self.last_chunk_s = time.monotonic()
+    async def _listen_on(self, reply_subject: str) -> None:
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # connection closing: nothing to release
+                pass
+            self._queue = asyncio.Queue()
+        self._sub = await self._gateway.subscribe_tokens(self.call_id, reply_subject, self._queue)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._release is not None:
-            self._release()
-        try:
-            await self._sub.unsubscribe()
-        except Exception:  # connection closing: nothing to release
-            pass
+        options = self.options
+        if options.release is not None:
+            options.release()
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # connection closing: nothing to release
+                pass
         if not self.done and self.engine_id is not None:
             await self._gateway.cancel(self.engine_id, self.call_id)
-        if self._then_close_session is not None:
+        if options.close_session is not None and self._state.placements:
             # a task of its own, shielded: a client that goes away (cancelling this) still ends it
-            await asyncio.shield(self._gateway.spawn(self._then_close_session()))
+            await asyncio.shield(self._gateway.spawn(options.close_session()))
+
+
+def _api_error(failure: Failure) -> ApiError:
+    if failure.status == 503:  # retryable: with Retry-After
+        return unavailable(failure.message, code=failure.code)
+    return ApiError(failure.status, failure.message, failure.type_, failure.code)
 
 
 def _deadline_exceeded(call_id: str, deadline_s: float) -> ApiError:
@@ -172,12 +257,3 @@ def _deadline_exceeded(call_id: str, deadline_s: float) -> ApiError:
     return ApiError(504, f"call {call_id} did not finish within its deadline of {deadline_s:g} s "
                     "(CALL_DEADLINE_S) and was cancelled", "server_error", "deadline_exceeded",
                     headers={"x-should-retry": "false"})
-
-
-def _engine_error(chunk: m.TokenChunk) -> ApiError:
-    if chunk.error_code == ErrorCode.UNAVAILABLE.value:
-        return unavailable(chunk.error_description or "engine unavailable")
-    if chunk.error_code == ErrorCode.BAD_REQUEST.value:  # e.g. prompt + max_tokens exceed the engine's KV
-        return ApiError(400, chunk.error_description, code="engine_rejected")
-    return ApiError(500, chunk.error_description or chunk.error_code or "engine error", "server_error",
-                    chunk.error_code)

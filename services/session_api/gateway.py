@@ -2,7 +2,7 @@
 router, token streams back on the call's own subject, and engine liveness from heartbeats.
 
 When a call's engine stops heartbeating, the call is placed again on another engine if the client
-has not seen any of its tokens yet (services/session_api/recovery.py); otherwise, or when the
+has not seen any of its tokens yet (services/session_api/stream_machine.py); otherwise, or when the
 client opted out, the stream fails with a retryable 503. A missing chunk is a retryable 503 too.
 
 Token streams: one wildcard subscription on this process's own inbox (`<inbox>.*`, an inbox from
@@ -22,7 +22,7 @@ from nats.aio.subscription import Subscription
 
 from services.session_api import metrics
 from services.session_api.call_counts import SessionCallCounts
-from services.session_api.call_stream import CallStream, TokenListener
+from services.session_api.call_stream import CallStream, StreamOptions, TokenListener
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
 from services.session_api.limits import CallLimiter
@@ -249,16 +249,36 @@ class Gateway:
         metrics.note_model(served.name)
         return served
 
-    async def start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
-        """Resolve the session, subscribe to the token stream, and have the router place the call.
-        Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
+    async def start_call(self, tenant: str, call: PreparedCall, model: str, client_streams: bool = True,
+                         allow_redispatch: bool = True) -> CallStream:
+        """Resolve the session, then have the router place the call on a stream whose options are
+        fixed first. Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
         limit_key = None if call.session_id is None else call.program_id
         self.limits.admit(tenant, limit_key, call.session_id)
         try:
-            return await self._start_call(tenant, call, model)
+            session = await self._call_session(tenant, call)
         except BaseException:
             self.limits.release(tenant, limit_key)
             raise
+        close_session = None
+        if call.ends_session:
+            def close_session():
+                return self._close_after_final_call(tenant, call.session_id)
+        stream = CallStream(self, call.call_id, StreamOptions(
+            client_streams=client_streams, allow_redispatch=allow_redispatch, relay=bool(call.openai_body),
+            release=lambda: self.limits.release(tenant, limit_key), close_session=close_session))
+        try:  # closing the stream releases the admission
+            await self._place_first(stream, tenant, call, model, *session)
+        except RemoteError as exc:
+            await stream.close()
+            raise unavailable(f"call not placed: {exc.description}", code=exc.code) from None
+        except BusError as exc:
+            await stream.close()
+            raise _bus_unavailable("router", exc) from None
+        except BaseException:
+            await stream.close()
+            raise
+        return stream
 
     async def _session_for_call(self, tenant: str, call: PreparedCall) -> tuple[str | None, int, float | None]:
         """(primary engine, opened at, expected remaining service) of the call's open session; a
@@ -279,49 +299,27 @@ class Gateway:
                                    session_id)
         return info.primary_engine, info.opened_at_ns, info.expected_remaining_s
 
-    async def _start_call(self, tenant: str, call: PreparedCall, model: str) -> CallStream:
-        primary_engine, expected_remaining_s = None, None
-        program_started_at_ns = time.time_ns()
-        if call.session_id is not None:
-            primary_engine, opened_at_ns, expected_remaining_s = await self._session_for_call(tenant, call)
-            program_started_at_ns = opened_at_ns or program_started_at_ns
-        queue: asyncio.Queue = asyncio.Queue()
-        reply_subject = self.token_subject(call.call_id)
-        sub = await self.subscribe_tokens(call.call_id, reply_subject, queue)
-        stream = CallStream(self, call.call_id, queue, sub)
-        stream.placed_reconnects = self.reconnects()
-        if call.openai_body:
-            stream.relay = True
-            stream._held = bytearray()
+    async def _call_session(self, tenant: str, call: PreparedCall) -> tuple[str | None, int, float | None]:
+        """(primary engine, program started at, expected remaining service) of the call."""
+        if call.session_id is None:
+            return None, time.time_ns(), None
+        primary_engine, opened_at_ns, expected_remaining_s = await self._session_for_call(tenant, call)
+        return primary_engine, opened_at_ns or time.time_ns(), expected_remaining_s
+
+    async def _place_first(self, stream: CallStream, tenant: str, call: PreparedCall, model: str,
+                           primary_engine: str | None, program_started_at_ns: int,
+                           expected_remaining_s: float | None) -> None:
         route = m.RouteCall(
             call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
             parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
             prompt_segments=list(call.prompt_segments), max_tokens=call.max_tokens, stream=True,
-            reply_subject=reply_subject, submitted_at_ns=time.time_ns(), model=model,
+            reply_subject=self.token_subject(call.call_id), submitted_at_ns=time.time_ns(), model=model,
             primary_engine=primary_engine, program_started_at_ns=program_started_at_ns,
             next_tool=call.next_tool, next_tool_idle_s=call.next_tool_idle_s,
             completed_calls_before=self.completed_calls.get(call.program_id),
             expected_remaining_s=expected_remaining_s, openai_body=call.openai_body, endpoint=call.endpoint)
-        try:
-            await self.bus.publish_event_unacked(m.CallSubmitted(
-                call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
-                parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
-                max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))
-            routed = await self.bus.request(subjects.router_route(), route, timeout_s=self.settings.route_timeout_s)
-        except RemoteError as exc:
-            await stream.close()
-            raise unavailable(f"call not placed: {exc.description}", code=exc.code) from None
-        except BusError as exc:
-            await stream.close()
-            raise _bus_unavailable("router", exc) from None
-        except BaseException:
-            await stream.close()
-            raise
-        stream.engine_id = routed.engine_id
-        metrics.note_engine(routed.engine_id)
-        stream.engine_incarnation = self.engine_incarnation(routed.engine_id)
-        stream.route = route
-        stream._release = lambda: self.limits.release(tenant, None if call.session_id is None else call.program_id)
-        if call.ends_session:
-            stream._then_close_session = lambda: self._close_after_final_call(tenant, call.session_id)
-        return stream
+        await self.bus.publish_event_unacked(m.CallSubmitted(
+            call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
+            parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
+            max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))
+        await stream.place(route)

@@ -21,7 +21,7 @@ class SessionApiSettings(MeshSettings):
     # a call whose engine has sent no heartbeat for this long fails with a retryable 503
     engine_ttl_s: float = Field(default=3.0, gt=0)
     # a stream whose client already has tokens waits this long after its last chunk for a silent
-    # (not restarted) engine to resume before failing with a retryable 503 (recovery.py)
+    # (not restarted) engine to resume before failing with a retryable 503 (stream_machine.py)
     stalled_stream_grace_s: float = Field(default=10.0, ge=0)
     route_timeout_s: float = Field(default=5.0, gt=0)
     # admission limits (services/session_api/limits.py): 429 with Retry-After when exceeded

@@ -57,8 +57,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     refuse_unhonoured(body, served.backend)
     prepared = prepare_chat(request, body, settings, gateway.outputs, tenant.name,
                             gateway.salts.segment_salt(tenant.name))
-    stream = await gateway.start_call(tenant.name, prepared, body.model)
-    recovery.configure(stream, request, body.stream)
+    stream = await gateway.start_call(tenant.name, prepared, body.model, client_streams=body.stream,
+                                      allow_redispatch=recovery.allows_redispatch(request))
     created = int(time.time())
     cid = f"chatcmpl-{prepared.call_id}"
     if body.stream:
@@ -86,8 +86,8 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
     refuse_unhonoured(body, served.backend)
     prepared = prepare_completion(request, body, settings, gateway.outputs, tenant.name,
                                   gateway.salts.segment_salt(tenant.name))
-    stream = await gateway.start_call(tenant.name, prepared, body.model)
-    recovery.configure(stream, request, body.stream)
+    stream = await gateway.start_call(tenant.name, prepared, body.model, client_streams=body.stream,
+                                      allow_redispatch=recovery.allows_redispatch(request))
     created = int(time.time())
     cid = f"cmpl-{prepared.call_id}"
     if body.stream:

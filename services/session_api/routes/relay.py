@@ -60,8 +60,8 @@ async def serve(request: Request, body, endpoint: str, served: ServedModel, tena
     label = _ENDPOINT_LABELS[endpoint]
     prepared = await prepare_real(request, body, endpoint, served, settings, gateway.tokenizers, tenant,
                                   gateway.salts)
-    stream = await gateway.start_call(tenant, prepared, body.model)
-    recovery.configure(stream, request, body.stream)
+    stream = await gateway.start_call(tenant, prepared, body.model, client_streams=body.stream,
+                                      allow_redispatch=recovery.allows_redispatch(request))
     pieces = stream.__aiter__()
     try:
         first = await anext(pieces, b"")
