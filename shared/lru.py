@@ -48,6 +48,10 @@ class LRU(Generic[K, V]):
     def pop(self, key: K, default: V | None = None) -> V | None:
         return self._entries.pop(key, default)
 
+    def oldest(self) -> tuple[K, V] | None:
+        """The least recent (key, value), left in place; None when empty (for age-based expiry)."""
+        return next(iter(self._entries.items()), None)
+
     def __getitem__(self, key: K) -> V:
         return self._entries[key]
 

@@ -11,8 +11,9 @@ last `max_age_s` (and `max_calls`, the backstop).
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
+
+from shared.lru import LRU
 
 MAX_CALLS = 1_000_000
 
@@ -20,15 +21,11 @@ MAX_CALLS = 1_000_000
 class InFlightCalls:
     def __init__(self, max_age_s: float, max_calls: int = MAX_CALLS, clock=time.monotonic) -> None:
         self.max_age_s = max_age_s
-        self.max_calls = max_calls
         self._clock = clock
-        self._calls: OrderedDict[str, tuple[str, float]] = OrderedDict()  # call id -> (program, since)
+        self._calls: LRU[str, tuple[str, float]] = LRU(max_calls)  # call id -> (program, since)
 
     def submitted(self, program_id: str, call_id: str) -> None:
-        self._calls[call_id] = (program_id, self._clock())
-        self._calls.move_to_end(call_id)
-        while len(self._calls) > self.max_calls:
-            self._calls.popitem(last=False)
+        self._calls.put(call_id, (program_id, self._clock()))
 
     def completed(self, call_ids: Iterable[str]) -> None:
         for call_id in call_ids:
@@ -37,11 +34,8 @@ class InFlightCalls:
     def busy_programs(self) -> list[str]:
         """Programs with a call in flight (and forget the entries past their age)."""
         cutoff = self._clock() - self.max_age_s
-        while self._calls:
-            _, (_, since) = next(iter(self._calls.items()))
-            if since >= cutoff:
-                break
-            self._calls.popitem(last=False)
+        while (entry := self._calls.oldest()) is not None and entry[1][1] < cutoff:
+            self._calls.pop(entry[0])
         return sorted({program for program, _ in self._calls.values()})
 
     def __len__(self) -> int:

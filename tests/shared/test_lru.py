@@ -31,6 +31,7 @@ def test_matches_a_list_model(capacity, script):
             assert lru.pop(key) == held.get(key)
             model = [kv for kv in model if kv[0] != key]
         assert list(lru.items()) == model
+        assert lru.oldest() == (model[0] if model else None)
         assert len(lru) <= capacity
 
 
