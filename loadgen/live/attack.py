@@ -31,6 +31,7 @@ import httpx
 
 from loadgen.live.real_servers import free_port, write_json
 from loadgen.live.stack_process import start_stack
+from shared.stats import percentile
 
 STRATEGIES = ("honest", "forged_threads", "session_per_call", "sessionless", "odd_ids")
 MODEL = "autellix-lite"
@@ -133,7 +134,7 @@ async def measure_harm(url: str, keys: dict[str, str], heavy_strategy: str, dura
         await asyncio.gather(*workers)
     return {"heavy_strategy": heavy_strategy, "light_programs": len(light),
             "light_mean_latency_s": statistics.fmean(light) if light else None,
-            "light_p90_latency_s": statistics.quantiles(light, n=10)[-1] if len(light) >= 10 else None}
+            "light_p90_latency_s": percentile(light, 90) if len(light) >= 10 else None}
 
 
 def main(argv: list[str] | None = None) -> int:
