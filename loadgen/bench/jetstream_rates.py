@@ -110,7 +110,8 @@ async def _ack(nc, replies: list[str]) -> None:
 
 async def measure(nats_url: str, payload: bytes, num: int, batch: int) -> dict:
     """{"publish_per_s", "pull_ack_per_s"} on a subject of this run alone."""
-    nc = await nats.connect(nats_url, connect_timeout=5)
+    # no reconnects: a ceiling run that loses its server fails (and says so) rather than retrying
+    nc = await nats.connect(nats_url, connect_timeout=5, allow_reconnect=False)
     subject = f"{SUBJECT_ROOT}.{uuid.uuid4().hex[:10]}"
     try:
         publish = await publish_rate(nc, payload, num, subject)

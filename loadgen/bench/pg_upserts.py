@@ -16,6 +16,7 @@ from collections import defaultdict
 import orjson
 from sqlalchemy import text
 
+from loadgen.bench.cpu import CpuWindow
 from services.process_table.db import create_engine
 
 # the table's columns, one JSON document per statement parameter (as the table sends them)
@@ -74,8 +75,10 @@ def _batches(run_id: str, num_events: int, num_programs: int, batch_size: int) -
     return out
 
 
-async def upsert_rate(database_url: str, num_events: int, num_programs: int, batch_size: int) -> dict:
-    """{"per_s": events/s, "batches", "batch_size"}: every batch committed on its own."""
+async def upsert_rate(database_url: str, num_events: int, num_programs: int, batch_size: int,
+                      cpu: CpuWindow | None = None) -> dict:
+    """{"per_s": events/s, "batches", "batch_size"} (and "cpu_ms_per_event" with `cpu`, read while
+    the connection's backend still lives: its CPU leaves with it): every batch committed on its own."""
     run_id = f"ceil{uuid.uuid4().hex[:8]}"
     batches = _batches(run_id, num_events, num_programs, batch_size)
     engine = create_engine(database_url, pool_size=1)
@@ -94,6 +97,8 @@ async def upsert_rate(database_url: str, num_events: int, num_programs: int, bat
                 if fresh != batch["events"]:
                     raise RuntimeError(f"a ceiling batch inserted {fresh} of {batch['events']} calls")
             elapsed = time.perf_counter() - t0
+            cpu_ms = cpu.per_unit_ms(num_events) if cpu is not None else None
     finally:
         await engine.dispose()
-    return {"per_s": num_events / elapsed, "batches": len(batches), "batch_size": batch_size}
+    out = {"per_s": num_events / elapsed, "batches": len(batches), "batch_size": batch_size}
+    return out if cpu_ms is None else {**out, "cpu_ms_per_event": cpu_ms}

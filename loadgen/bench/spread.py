@@ -18,7 +18,8 @@ def summary(values: list[float | None], digits: int = 3) -> dict:
         return {"runs": [None if v is None else v for v in values], "min": None, "median": None, "max": None,
                 "spread": None}
     med = statistics.median(finite)
-    spread = (max(finite) - min(finite)) / med if med else None
+    # of a difference near zero (an added latency) the spread is large; never negative
+    spread = (max(finite) - min(finite)) / abs(med) if med else None
     return {"runs": [None if v is None or not math.isfinite(v) else round(v, digits) for v in values],
             "min": round(min(finite), digits), "median": round(med, digits), "max": round(max(finite), digits),
             "spread": None if spread is None else round(spread, 3)}

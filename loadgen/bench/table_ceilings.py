@@ -32,9 +32,9 @@ async def measure(nats_url: str, database_url: str, servers: dict[str, int], num
     nats_pids = {k: v for k, v in servers.items() if k == "nats_server"}
 
     async def upsert() -> dict:
-        window = CpuWindow(pg_pids).start()
-        result = await pg_upserts.upsert_rate(database_url, num_events, num_programs, batch_size)
-        return {**result, "events": num_events, "cpu_us_per_event": _us(window.per_unit_ms(num_events))}
+        result = await pg_upserts.upsert_rate(database_url, num_events, num_programs, batch_size,
+                                              CpuWindow(pg_pids).start())
+        return {**result, "events": num_events, "cpu_us_per_event": _us(result.pop("cpu_ms_per_event"))}
 
     async def jetstream() -> dict:
         window = CpuWindow(nats_pids).start()

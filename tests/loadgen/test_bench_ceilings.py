@@ -45,7 +45,7 @@ async def test_batched_upserts_insert_every_call_once(database_url, postgres_ser
 
 async def test_a_failed_ceiling_run_says_so_and_gives_no_ratio():
     async def unreachable() -> dict:
-        return await asyncio.wait_for(jetstream_rates.measure("nats://127.0.0.1:1", b"x", 10, 10), 10)
+        return await asyncio.wait_for(jetstream_rates.measure("nats://127.0.0.1:1", b"x", 10, 10), 3)
 
     failed = await guarded("JetStream", unreachable)
     assert failed["error"].startswith("JetStream:")
