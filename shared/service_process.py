@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import gc
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import uvloop
 
+from shared.bus import Bus
 from shared.logging import configure_logging
 from shared.settings import MeshSettings
 
@@ -48,3 +50,16 @@ def freeze_startup_heap(gen0_threshold: int | None = GC_GEN0_THRESHOLD, collect:
     if gen0_threshold is not None:
         gc.set_threshold(gen0_threshold)
 
+
+
+@asynccontextmanager
+async def service_bus(settings: MeshSettings, service: str, **stream_limits) -> AsyncIterator[Bus]:
+    """The service's bus, its streams ensured (`stream_limits`: what only their owner may set),
+    closed on the way out."""
+    bus = await Bus.connect(settings.nats_url, service=service, connect_timeout_s=settings.nats_connect_timeout_s)
+    try:
+        await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes,
+                                 **stream_limits)
+        yield bus
+    finally:
+        await bus.close()

@@ -7,25 +7,20 @@ import asyncio
 from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
 from services.settings_vocabulary import report_unknown_variables
-from shared.bus import Bus
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.runtime.signals import stop_on_signals
-from shared.service_process import run_service
+from shared.service_process import run_service, service_bus
 
 
 async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, service=SERVICE_NAME, connect_timeout_s=settings.nats_connect_timeout_s)
-    try:
-        await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes)
+    async with service_bus(settings, SERVICE_NAME) as bus:
         service = ControllerService(bus, settings)
         await service.start()
         serve_metrics(settings, SERVICE_NAME)
         get_logger().info("controller_started", beta=settings.starvation_beta)
         await stop.wait()
         await service.stop()
-    finally:
-        await bus.close()
 
 
 async def _serve_until_signal(settings: ControllerSettings) -> None:

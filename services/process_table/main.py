@@ -12,22 +12,18 @@ from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
 from services.settings_vocabulary import report_unknown_variables
-from shared.bus import Bus
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.runtime.signals import stop_on_signals
-from shared.service_process import freeze_startup_heap, run_service
+from shared.service_process import freeze_startup_heap, run_service, service_bus
 
 
 async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
     log = get_logger()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     try:
-        bus = await Bus.connect(settings.nats_url, service=SERVICE_NAME,
-                                connect_timeout_s=settings.nats_connect_timeout_s)
-        try:
-            await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes,
-                                     completions_max_bytes=settings.completions_max_bytes)
+        # the table owns the streams: only it sets the completions stream's limit
+        async with service_bus(settings, SERVICE_NAME, completions_max_bytes=settings.completions_max_bytes) as bus:
             service = ProcessTableService(bus, engine, settings)
             await service.start()
             serve_metrics(settings, SERVICE_NAME)
@@ -37,8 +33,6 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
             await stop.wait()
             log.info("process_table_stopping")
             await service.stop()
-        finally:
-            await bus.close()
     finally:
         await engine.dispose()
 
