@@ -13,7 +13,9 @@ from shared.runtime.signals import stop_on_signals
 from shared.service_process import run_service, service_bus
 
 
-async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
+async def serve(settings: ControllerSettings, stop: asyncio.Event | None = None) -> None:
+    """Serve until `stop` is set (by default: until SIGINT or SIGTERM)."""
+    stop = stop if stop is not None else stop_on_signals()
     async with service_bus(settings, SERVICE_NAME) as bus:
         service = ControllerService(bus, settings)
         await service.start()
@@ -23,12 +25,8 @@ async def serve(settings: ControllerSettings, stop: asyncio.Event) -> None:
         await service.stop()
 
 
-async def _serve_until_signal(settings: ControllerSettings) -> None:
-    await serve(settings, stop_on_signals())
-
-
 def main() -> int:
-    return run_service(SERVICE_NAME, ControllerSettings(), _serve_until_signal,
+    return run_service(SERVICE_NAME, ControllerSettings(), serve,
                        report_unknown=report_unknown_variables, loop=asyncio.run)
 
 

@@ -18,7 +18,9 @@ from shared.runtime.signals import stop_on_signals
 from shared.service_process import freeze_startup_heap, run_service, service_bus
 
 
-async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
+async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = None) -> None:
+    """Serve until `stop` is set (by default: until SIGINT or SIGTERM)."""
+    stop = stop if stop is not None else stop_on_signals()
     log = get_logger()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     try:
@@ -37,12 +39,8 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event) -> None:
         await engine.dispose()
 
 
-async def _serve_until_signal(settings: ProcessTableSettings) -> None:
-    await serve(settings, stop_on_signals())
-
-
 def main() -> int:
-    return run_service(SERVICE_NAME, ProcessTableSettings(), _serve_until_signal,
+    return run_service(SERVICE_NAME, ProcessTableSettings(), serve,
                        report_unknown=report_unknown_variables, loop=asyncio.run)
 
 
