@@ -8,7 +8,9 @@ one-token calls. `upstream`: `autellix up --upstream` in front of the zero-time 
 (`loadgen.live.stub_openai`; what `peer_bench --upstream stub` measures), streamed calls.
 py-spy samples without pausing the processes (`--nonblocking`) and leaves idle threads out, so a
 frame's share is its share of the service's busy samples; sampling itself costs CPU on a small
-machine, so calls/s here is lower than in the benchmarks (reported for context only).
+machine, so calls/s here is lower than in the benchmarks (reported for context only). A thread
+that waits for a core counts as busy, so on a loaded machine `--gil` (only samples holding the GIL:
+Python code running) is the closer picture of where the CPU goes.
 """
 
 from __future__ import annotations
@@ -79,18 +81,18 @@ def top_frames(raw: str, top: int = TOP) -> dict:
             "inclusive_project": share(incl_count, lambda f: "(services/" in f or "(shared/" in f)}
 
 
-def record(pids: dict[str, int], seconds: float, rate: int, out_dir: Path) -> dict[str, subprocess.Popen]:
+def record(pids: dict[str, int], seconds: float, rate: int, out_dir: Path, gil: bool) -> dict[str, subprocess.Popen]:
     spy = py_spy_binary()
     procs = {}
     for role, pid in pids.items():
         procs[role] = subprocess.Popen(
             [spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(rate), "--nonblocking",
-             "--format", "raw", "--output", str(out_dir / f"{role}.txt")],
+             *(["--gil"] if gil else []), "--format", "raw", "--output", str(out_dir / f"{role}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return procs
 
 
-async def _lite_load(seconds: float, concurrency: int, port: int) -> tuple[dict, float]:
+async def _lite_load(seconds: float, concurrency: int, port: int, gil: bool) -> tuple[dict, float]:
     from loadgen.live.mesh_bench import LeanHttp, _throughput
     from loadgen.live.stack_process import start_stack
 
@@ -99,12 +101,12 @@ async def _lite_load(seconds: float, concurrency: int, port: int) -> tuple[dict,
     try:
         async with LeanHttp(stack.url, stack.api_key, concurrency) as http:
             await _throughput(http, 2.0, concurrency)  # warm-up
-            return await _profiled(stack.proc.pid, lambda: _throughput(http, seconds + 1.0, concurrency), seconds)
+            return await _profiled(stack.proc.pid, lambda: _throughput(http, seconds + 1.0, concurrency), seconds, gil)
     finally:
         await asyncio.to_thread(stack.stop)
 
 
-async def _upstream_load(seconds: float, concurrency: int) -> tuple[dict, float]:
+async def _upstream_load(seconds: float, concurrency: int, gil: bool) -> tuple[dict, float]:
     from loadgen.live.peer_bench import Client, Sides, _rate
 
     state = Path(tempfile.mkdtemp(prefix="autellix-profile-", dir="/tmp"))
@@ -116,17 +118,17 @@ async def _upstream_load(seconds: float, concurrency: int) -> tuple[dict, float]
 
             async def load() -> float:
                 return (await _rate(client, "mesh", seconds + 1.0, concurrency))[0]
-            return await _profiled(sides.procs["mesh"].pid, load, seconds)
+            return await _profiled(sides.procs["mesh"].pid, load, seconds, gil)
     finally:
         await asyncio.to_thread(sides.stop)
         shutil.rmtree(state, ignore_errors=True)
 
 
-async def _profiled(root_pid: int, load, seconds: float) -> tuple[dict, float]:
+async def _profiled(root_pid: int, load, seconds: float, gil: bool) -> tuple[dict, float]:
     out_dir = Path(tempfile.mkdtemp(prefix="autellix-pyspy-", dir="/tmp"))
     try:
         pids = service_pids(root_pid)
-        spies = record(pids, seconds, 50, out_dir)
+        spies = record(pids, seconds, 50, out_dir, gil)
         rate = await load()
         profiles = {}
         for role, spy in spies.items():
@@ -146,16 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--port", type=int, default=8198, help="the API's port (path lite)")
+    p.add_argument("--gil", action="store_true",
+                   help="only samples holding the GIL: Python running, not a thread waiting in a syscall or for a core")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     t0 = time.time()
     if args.path == "lite":
-        profiles, rate = asyncio.run(_lite_load(args.seconds, args.concurrency, args.port))
+        profiles, rate = asyncio.run(_lite_load(args.seconds, args.concurrency, args.port, args.gil))
     else:
-        profiles, rate = asyncio.run(_upstream_load(args.seconds, args.concurrency))
+        profiles, rate = asyncio.run(_upstream_load(args.seconds, args.concurrency, args.gil))
     result = {"command": "python -m loadgen.bench.profile_mesh " + " ".join(argv if argv is not None else sys.argv[1:]),
               "path": args.path, "seconds": args.seconds, "concurrency": args.concurrency,
-              "calls_per_s_while_sampled": rate, "sampling": "py-spy 0.4.3 record --rate 50 --nonblocking",
+              "calls_per_s_while_sampled": rate,
+              "sampling": "py-spy 0.4.3 record --rate 50 --nonblocking" + (" --gil" if args.gil else ""),
               "started_at_unix": int(t0), "profiles": profiles}
     text = json.dumps(result, indent=1)
     if args.json:

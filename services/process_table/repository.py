@@ -73,6 +73,27 @@ _FAST_PATH = text(f"""WITH fresh AS ({_INSERT_CALLS}), updated AS ({_UPDATE_PROG
         (SELECT count(*) FROM fresh) = :num_calls AND (SELECT count(*) FROM updated) = :num_programs,
         'process table fast path: a duplicate call or a program changed elsewhere')""")
 
+# the general path's two statements, built once too: a batch of one-call programs (never cached)
+# always takes this path; building both cost about 0.5 ms per batch here, the table's largest frame
+# under `autellix bench mesh` (py-spy --gil, docs/results/mesh_profile_lite_gil.json)
+_GENERAL_READ = text(f"""WITH new_tenants AS (
+                    INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:tenants AS text[])) AS t
+                    ON CONFLICT (id) DO NOTHING),
+                new_programs AS (
+                    INSERT INTO programs (id, tenant_id)
+                    SELECT * FROM unnest(CAST(:program_ids AS text[]), CAST(:owners AS text[]))
+                    ON CONFLICT (id) DO NOTHING),
+                fresh AS ({_INSERT_CALLS})
+                SELECT
+                    (SELECT array_agg(call_id) FROM fresh) AS fresh_ids,
+                    (SELECT json_agg(json_build_array(id, aggregation, service_s, wait_s, epoch, promotions,
+                                                      num_completed_calls))
+                     FROM programs WHERE id = ANY(CAST(:program_ids AS text[]))) AS programs,
+                    (SELECT json_agg(json_build_array(program_id, thread_id, service_s))
+                     FROM threads WHERE program_id = ANY(CAST(:program_ids AS text[]))) AS threads""")
+_GENERAL_WRITE = text(f"""WITH updated AS ({_UPDATE_PROGRAMS}), upserted AS ({_UPSERT_THREADS})
+                 SELECT count(*) FROM updated""")
+
 
 class StaleProgramState(RuntimeError):
     """A program changed between the read and the write of a batch: roll back and retry the batch."""
@@ -178,21 +199,7 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
         owners.setdefault(c.program_id, c.tenant_id)
     program_ids = sorted(owners)
     result = await conn.execute(
-        text(f"""WITH new_tenants AS (
-                    INSERT INTO tenants (id, name) SELECT t, t FROM unnest(CAST(:tenants AS text[])) AS t
-                    ON CONFLICT (id) DO NOTHING),
-                new_programs AS (
-                    INSERT INTO programs (id, tenant_id)
-                    SELECT * FROM unnest(CAST(:program_ids AS text[]), CAST(:owners AS text[]))
-                    ON CONFLICT (id) DO NOTHING),
-                fresh AS ({_INSERT_CALLS})
-                SELECT
-                    (SELECT array_agg(call_id) FROM fresh) AS fresh_ids,
-                    (SELECT json_agg(json_build_array(id, aggregation, service_s, wait_s, epoch, promotions,
-                                                      num_completed_calls))
-                     FROM programs WHERE id = ANY(CAST(:program_ids AS text[]))) AS programs,
-                    (SELECT json_agg(json_build_array(program_id, thread_id, service_s))
-                     FROM threads WHERE program_id = ANY(CAST(:program_ids AS text[]))) AS threads"""),
+        _GENERAL_READ,
         {"tenants": sorted(set(owners.values())), "program_ids": program_ids,
          "owners": [owners[p] for p in program_ids], "calls": _calls_json(batch)},
     )
@@ -204,8 +211,7 @@ async def apply_completions(conn: AsyncConnection, completions: list[Completion]
     by_program = _by_program(fresh)
     folded = _fold(_rows_read(by_program, programs_json, threads_json), by_program)
     written = await conn.execute(
-        text(f"""WITH updated AS ({_UPDATE_PROGRAMS}), upserted AS ({_UPSERT_THREADS})
-                 SELECT count(*) FROM updated"""),
+        _GENERAL_WRITE,
         {"programs": folded.programs_json, "threads": folded.threads_json},
     )
     num_updated = written.scalar_one()
