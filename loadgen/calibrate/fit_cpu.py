@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
            "engine": {k: profile[k] for k in ("block_size", "num_kv_blocks", "max_num_batched_tokens")},
            "command": "python -m loadgen.calibrate.fit_cpu " + " ".join(argv if argv is not None else
                                                                         __import__("sys").argv[1:])}
-    if all("thread_cpu_s" in s for s in steps):  # for the record: the engine thread's own CPU time
+    # for the record: the stepping thread's own CPU time, which is the model's only when the engine
+    # core ran in the profiling process (in a child process the model runs off the scheduler's thread)
+    if profile.get("engine_core", "inprocess") == "inprocess" and all("thread_cpu_s" in s for s in steps):
         cpu_steps = [{**s, "duration_s": s["thread_cpu_s"]} for s in steps]
         cpu = fit(cpu_steps)
         out["thread_cpu_fit"] = {"coefficients": cpu, "residuals": residuals(cpu, cpu_steps)["all"],

@@ -60,6 +60,9 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
     return {**program_summary(len(programs), done), "regime": regime, "wall_s": round(wall, 1),
             "errors": sorted({r.error for r in records if r.error})[:5],
             "programs_with_other_output_length": short,
+            # the engine's prefix-cache hits as the API reported them (usage.prompt_tokens_details)
+            "prompt_tokens": sum(r.prompt_tokens for r in records), "cached_tokens": sum(r.cached_tokens for r in records),
+            "calls": sum(r.num_calls for r in records),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
 
 

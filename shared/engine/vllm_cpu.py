@@ -217,6 +217,7 @@ class StepTimingScheduler(Scheduler):
         tokens, decode_ctx, chunks = self._step_work
         if tokens:
             end = time.monotonic()
+            # thread_cpu_s: the scheduler thread's CPU only (the model runs on the executor's)
             line = {"end_s": end, "duration_s": end - self._step_t0, "thread_cpu_s": time.thread_time() - self._step_c0,
                     "tokens": tokens, "decode_ctx": decode_ctx,
                     "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}

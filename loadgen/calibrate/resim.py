@@ -1,0 +1,47 @@
+"""Simulate a stored live-vs-sim run's programs again on today's preset (the live side is reused).
+
+`python -m loadgen.calibrate.resim docs/results/X.json --json OUT`: the programs are rebuilt from the
+run's workload, count, rate, seed and token scale, so the simulated side is what `live_vs_sim` would
+compute now; the live numbers are the stored ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from loadgen.calibrate.live_vs_sim import compare, print_table
+from loadgen.calibrate.scaled import shrink
+from loadgen.calibrate.sim_side import RealEngineShape, simulate
+from loadgen.live.report import finite
+from loadgen.live.run import LiveRunConfig, programs_for
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("live_json")
+    p.add_argument("--preset", default="tiny-cpu")
+    p.add_argument("--json", dest="json_path")
+    args = p.parse_args(argv)
+    old = json.loads(Path(args.live_json).read_text())
+    config = LiveRunConfig(url="", api_key="", workload=old["workload"], rates=[old["rate"]],
+                           num_programs=old["num_programs"], seed=old["seed"], model="tiny")
+    programs = shrink(programs_for(config, old["rate"]), old.get("token_scale", 1))
+    assert [p.output_tokens for p in programs] == old["program_output_tokens"], "not the stored run's programs"
+    cutoff_s = max(p.arrival_s for p in programs) + old["drain_timeout_s"]
+    shape = RealEngineShape(max_num_seqs=old["max_num_seqs"])
+    sim = {pol: simulate(programs, pol, args.preset, shape, cutoff_s) for pol in old["live"]}
+    result = finite({**{k: v for k, v in old.items() if k not in ("sim", "comparison", "sim_other_presets")},
+                     "preset": args.preset, "sim": sim, "comparison": compare(old["live"], sim),
+                     "resimulated_from": args.live_json,
+                     "resim_command": "python -m loadgen.calibrate.resim " + " ".join(sys.argv[1:])})
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
