@@ -23,8 +23,9 @@ a completion once per call id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from shared.protocol.errors import ErrorCode
 
@@ -56,9 +57,10 @@ class Rules:
     stalled_stream_grace_s: float = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class State:
-    """A new stream's state is `State()`: its first placement is under way."""
+class State(NamedTuple):
+    """A new stream's state is `State()`: its first placement is under way. States and events are
+    named tuples: immutable like frozen dataclasses, and several times cheaper to make (one of
+    each per chunk)."""
 
     phase: Phase = Phase.PLACING
     engine_id: str = ""  # of the current (or last) placement
@@ -78,46 +80,42 @@ class State:
 
 # --- events ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(NamedTuple):
+    """The next chunk from the engine; one whose index is not the next is a gap."""
+
     index: int
     now_s: float
     size: int = 0  # token ids or bytes it carries
     done: bool = False
-    error_code: str = ""
+    error_code: str | None = ""  # the engine's, on its last chunk
     error_description: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
+class Tick(NamedTuple):
     """Nothing arrived for a while, and the engine and bus look fine."""
 
     now_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class EngineLost:
+class EngineLost(NamedTuple):
     """The engine stopped heartbeating (`restarted`: it came back as a new incarnation)."""
 
     now_s: float
     restarted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Reconnect:
+class Reconnect(NamedTuple):
     """Nothing arrived for a while and the bus has reconnected since the call was placed."""
 
     now_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class Placed:
+class Placed(NamedTuple):
     engine_id: str
     now_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class PlaceFailed:
+class PlaceFailed(NamedTuple):
     reason: str = ""
 
 
@@ -176,6 +174,9 @@ Action = Accept | Hold | Yield | Finish | Redispatch | Fail
 STREAM_CODES = frozenset({Lost.ENGINE.value, Lost.RECONNECT.value, Lost.GAP.value, "engine_unavailable",
                           "engine_rejected"})
 _NONE: tuple[Action, ...] = ()
+_ACCEPT: tuple[Action, ...] = (Accept(),)
+_ACCEPT_HOLD: tuple[Action, ...] = (Accept(), Hold())
+_ACCEPT_YIELD: tuple[Action, ...] = (Accept(), Yield())
 
 
 def may_redispatch(rules: Rules, state: State) -> bool:
@@ -212,7 +213,7 @@ def step(rules: Rules, state: State, event: Event) -> tuple[State, tuple[Action,
                          placements=state.placements + 1), _NONE
         if type(event) is PlaceFailed:
             if state.lost is None:  # the first placement
-                return replace(state, phase=Phase.FAILED), (Fail(Failure(
+                return state._replace(phase=Phase.FAILED), (Fail(Failure(
                     503, f"call {rules.call_id} was not placed: {event.reason}", "engine_unavailable")),)
             return _fail(rules, state, state.lost)
         return state, _NONE  # nothing streams while the call is being placed
@@ -220,39 +221,42 @@ def step(rules: Rules, state: State, event: Event) -> tuple[State, tuple[Action,
 
 
 def _chunk(rules: Rules, state: State, chunk: Chunk) -> tuple[State, tuple[Action, ...]]:
-    if chunk.index != state.next_index:
-        state = replace(state, last_chunk_s=chunk.now_s, gap=(state.next_index, chunk.index))
+    index = chunk.index
+    if index != state.next_index:
+        state = state._replace(last_chunk_s=chunk.now_s, gap=(state.next_index, index))
         if may_redispatch(rules, state):
             return _replace_call(state, Lost.GAP, cancel_lost=True)
         return _fail(rules, state, Lost.GAP)
-    actions: list[Action] = [Accept()]
-    phase, finished = state.phase, state.engine_finished
-    if chunk.done:
-        finished = True
-        if chunk.error_code:
-            return (replace(state, phase=Phase.FAILED, next_index=chunk.index + 1, last_chunk_s=chunk.now_s,
-                            engine_finished=True),
-                    (Accept(), Fail(engine_error(chunk.error_code, chunk.error_description))))
-        phase = Phase.DONE
-        actions.append(Finish())
+    if not chunk.done:  # the common case, kept short: one step per chunk
+        if rules.hold_tokens:
+            held = state.held + chunk.size
+            return (State(Phase.STREAMING, state.engine_id, index + 1, chunk.now_s, state.placements,
+                          state.tokens_yielded, held), _ACCEPT_HOLD if chunk.size else _ACCEPT)
+        yielded = state.tokens_yielded or chunk.size > 0
+        return (State(Phase.STREAMING, state.engine_id, index + 1, chunk.now_s, state.placements, yielded,
+                      state.held), _ACCEPT_YIELD if chunk.size else _ACCEPT)
+    if chunk.error_code:
+        return (state._replace(phase=Phase.FAILED, next_index=index + 1, last_chunk_s=chunk.now_s,
+                               engine_finished=True),
+                (_ACCEPT[0], Fail(engine_error(chunk.error_code, chunk.error_description))))
+    actions: list[Action] = [Accept(), Finish()]
     held, yielded = state.held, state.tokens_yielded
     if rules.hold_tokens:
         if chunk.size:
             held += chunk.size
             actions.append(Hold())
-        if chunk.done and held:
+        if held:
             yielded = True
             actions.append(Yield(held=True))
     elif chunk.size:
         yielded = True
         actions.append(Yield())
-    return (State(phase=phase, engine_id=state.engine_id, next_index=chunk.index + 1, last_chunk_s=chunk.now_s,
-                  placements=state.placements, tokens_yielded=yielded, held=held, engine_finished=finished),
-            tuple(actions))
+    return (State(Phase.DONE, state.engine_id, index + 1, chunk.now_s, state.placements, yielded, held,
+                  engine_finished=True), tuple(actions))
 
 
 def _replace_call(state: State, lost: Lost, cancel_lost: bool) -> tuple[State, tuple[Action, ...]]:
-    return replace(state, phase=Phase.PLACING, lost=lost), (Redispatch(cancel_lost=cancel_lost),)
+    return state._replace(phase=Phase.PLACING, lost=lost), (Redispatch(cancel_lost=cancel_lost),)
 
 
 def _fail(rules: Rules, state: State, lost: Lost) -> tuple[State, tuple[Action, ...]]:
@@ -264,7 +268,7 @@ def _fail(rules: Rules, state: State, lost: Lost) -> tuple[State, tuple[Action, 
     else:
         expected, got = state.gap
         message = f"token stream of call {call_id} lost chunks (expected {expected}, got {got}); retry"
-    return replace(state, phase=Phase.FAILED, lost=None), (Fail(Failure(503, message, lost.value)),)
+    return state._replace(phase=Phase.FAILED, lost=None), (Fail(Failure(503, message, lost.value)),)
 
 
 def engine_error(code: str, description: str) -> Failure:
