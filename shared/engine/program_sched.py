@@ -141,6 +141,7 @@ class ProgramScheduleState:
         self._next_starvation_check_s = float("-inf")
         self._next_key_refresh_s = float("-inf")
         self._dirty: set[str] = set()  # programs to re-read at the next refresh
+        self._steps_since_decision = settings.preemption_interval_steps - 1  # the first step may decide
 
     # --- admission and removal ---------------------------------------------------------------
     def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
@@ -202,17 +203,15 @@ class ProgramScheduleState:
     # --- per-step accounting -----------------------------------------------------------------
     def charge(self, call_ids: Iterable[str], duration_s: float) -> list[CallState]:
         """Add one step's duration to every call in the batch; returns calls whose key changed."""
-        changed = []
         calls = self.calls
-        for cid in call_ids:
-            call = calls.get(cid)
-            if call is None:
-                continue
-            call.attained_s += duration_s
-            call.service_s += duration_s
-            if call.attained_s >= call.next_change_s and self._rekey(call):
-                changed.append(call)
-        return changed
+        return [call for call in (calls.get(cid) for cid in call_ids)
+                if call is not None and self.charge_call(call, duration_s)]
+
+    def charge_call(self, call: CallState, duration_s: float) -> bool:
+        """Add service to one call; True when its key changed (it crossed its horizon)."""
+        call.attained_s += duration_s
+        call.service_s += duration_s
+        return call.attained_s >= call.next_change_s and self._rekey(call)
 
     def mark_running(self, call: CallState, now_s: float) -> None:
         if call.waiting_since_s is not None:
@@ -225,13 +224,16 @@ class ProgramScheduleState:
             call.waiting_since_s = now_s
         call.running = False
 
-    def refresh(self, now_s: float, waiting: Callable[[], Iterable[CallState]]) -> RefreshResult:
+    def refresh(self, now_s: float, waiting: Callable[[], Iterable[CallState]],
+                sync: Callable[[CallState], None] | None = None) -> RefreshResult:
         """Before a scheduling step: apply promotions and program-service updates to every call.
 
         Program ledgers are re-read every `key_refresh_interval_s` (as the lite engine does), and at
         once for programs promoted here or whose calls just finished here (the driver folds a
         completion into the ledger right after the step that finished it)."""
         result = RefreshResult()
+        if self.policy.static_key:
+            return result  # arrival order: nothing a ledger says changes a key
         # 1. anti-starvation: a waiting call whose program waited beta times its service
         cfg = self.settings.starvation
         if (cfg.beta is not None and self.policy.has_levels
@@ -263,6 +265,8 @@ class ProgramScheduleState:
             seen_before[program_id] = seen
             for cid in self._by_program[program_id]:
                 call = self.calls[cid]
+                if sync is not None:
+                    sync(call)  # a shell that charges service lazily brings this call's up to date
                 if call.epoch != ledger.epoch:  # promoted: own service and wait count from now
                     call.epoch = ledger.epoch
                     call.attained_s = 0.0
@@ -270,6 +274,22 @@ class ProgramScheduleState:
                 if self._rekey(call):
                     (result.reprioritized if call.running else result.requeue).append(call)
         return result
+
+    # --- preemption decisions ----------------------------------------------------------------
+    def preemption_due(self) -> bool:
+        """Once per scheduling step: whether a proactive preemption decision may be made now (at
+        most one every `preemption_interval_steps` steps: the anti-thrash quantum)."""
+        self._steps_since_decision += 1
+        return self._steps_since_decision >= self.settings.preemption_interval_steps
+
+    def decision_made(self) -> None:
+        self._steps_since_decision = 0
+
+    @staticmethod
+    def kv_victim(running: list[CallState]) -> CallState:
+        """The runner KV exhaustion inside a step evicts: vLLM's own rule under its priority policy
+        (the worst client priority, then the latest arrival), which our class leaves in place."""
+        return max(running, key=lambda c: (c.outer, c.arrival_s))
 
     @staticmethod
     def full_key(call: CallState) -> tuple:

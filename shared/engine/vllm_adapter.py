@@ -275,7 +275,6 @@ class _ProgramAware(_CallTracking):
         self.policy = SchedulingPolicy.PRIORITY  # stock KV-exhaustion preemption then picks the worst level
         self.waiting = KeyedRequestQueue(self._key_of)
         self.kv_holding_waiting = KeyedRequestQueue(self._key_of)
-        self._steps_since_decision = self.autellix_settings.preemption_interval_steps
 
     def _key_of(self, request: Request) -> tuple:
         """vLLM's own priority first (classes of service), then the policy key inside it."""
@@ -305,21 +304,22 @@ class _ProgramAware(_CallTracking):
             self._apply_key(call)
 
     def _before_schedule(self, now_s: float) -> None:
+        """The same decisions, in the same order, as the lite engine's shell (lite/priorities.py)."""
         state, calls = self.program_state, self.program_state.calls
-        result = state.refresh(now_s, lambda: [calls[r.request_id] for r in self.waiting.unordered()
-                                               if r.request_id in calls])
-        for call in result.requeue + result.reprioritized:
-            self._apply_key(call)
-        self.promoted_programs.extend(result.promoted_programs)
-        self._steps_since_decision += 1
-        if (not self.waiting or not self.running
-                or self._steps_since_decision < self.autellix_settings.preemption_interval_steps):
+        if self.waiting:  # keys order waiting calls only: with none, nothing to refresh
+            result = state.refresh(now_s, lambda: [calls[r.request_id] for r in self.waiting.unordered()
+                                                   if r.request_id in calls])
+            for call in result.requeue:
+                self._apply_key(call)
+            self.promoted_programs.extend(result.promoted_programs)
+        due = state.preemption_due()
+        if not self.waiting or not self.running or not due:
             return
         head = calls.get(self.waiting.peek_request().request_id)
         running_calls = [calls[r.request_id] for r in self.running if r.request_id in calls]
         if head is None or not running_calls or not state.beats_worst(head, running_calls):
             return  # nobody waiting has a strictly better class than the worst runner
-        self._steps_since_decision = 0
+        state.decision_made()
         if len(self.running) >= self.max_num_running_reqs:
             n = min(len(running_calls), self.autellix_settings.max_preemptions_per_decision)
             best = [calls[r.request_id] for r in self.waiting.smallest(n)]

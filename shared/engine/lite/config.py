@@ -9,6 +9,9 @@ from shared.core.kv_retention import RetentionConfig
 from shared.core.starvation import StarvationConfig
 from shared.core.tool_profiles import ToolProfileConfig
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
+from shared.engine.program_sched import SchedulerSettings
+
+_SCHED = SchedulerSettings()  # the scheduling knobs' defaults: the vLLM scheduler class's own
 
 
 class BatchingMode(StrEnum):
@@ -41,13 +44,13 @@ class LiteEngineConfig:
     preemption: PreemptionMode | str = PreemptionMode.RECOMPUTE
     batched_swap: bool = False  # one copy per layer/tensor for all of a call's blocks (Autellix)
     swap_space_blocks: int | None = None  # host blocks for swapped KV (None: unbounded); full -> recompute
-    # proactive (priority) preemption is decided at most every this many steps (anti-thrash quantum)
-    preemption_interval_steps: int = 4
-    # waiting calls' priority keys are re-read from the program ledgers at most this often (virtual s);
-    # programs whose calls finished on this engine are re-read at the next step regardless
-    key_refresh_interval_s: float = 0.2
+    # scheduling knobs (ProgramScheduleState's, with the same defaults as the vLLM scheduler class):
+    # proactive preemption at most every this many steps (anti-thrash quantum); program ledgers
+    # re-read at most this often (virtual s; programs whose calls finished here at the next step)
+    preemption_interval_steps: int = _SCHED.preemption_interval_steps
+    key_refresh_interval_s: float = _SCHED.key_refresh_interval_s
     starvation: StarvationConfig = field(default_factory=StarvationConfig)
-    starvation_check_interval_s: float = 0.25
+    starvation_check_interval_s: float = _SCHED.starvation_check_interval_s
     v0_watermark: float = 0.01  # vLLM V0 BlockSpaceManager watermark: admit only above 1% free blocks
     # workflow-aware KV retention (docs/design/kv_retention.md); None: off, plain prefix-cache LRU
     kv_retention: RetentionConfig | None = None

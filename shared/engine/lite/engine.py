@@ -2,8 +2,9 @@
 
 One `step(now_s)` plans a batch the way vLLM does (V1: running calls first, then waiting ones in
 priority order, chunked prefill under one token budget; V0: whole prefills ahead of decodes) and
-returns its modeled duration. Priorities come only from the pure core (`SchedulingPolicy`,
-`plan_preemptions`, `should_promote`), so a simulated result is evidence about production code.
+returns its modeled duration. Every scheduling decision (keys, levels, promotions, preemptions)
+is `ProgramScheduleState`'s, the state the vLLM scheduler class drives (lite/priorities.py), so a
+simulated result is evidence about production code; running a batch is in lite/batch.py.
 
 Speed: decoding calls advance lazily (see `sequence.py`); per-step work is proportional to the
 calls whose state changes that step (a block boundary, a finish, a chunk), not to the batch.
@@ -12,11 +13,11 @@ calls whose state changes that step (a block boundary, a finish, a chunk), not t
 from __future__ import annotations
 
 import heapq
-import math
 
 from shared.core.policy import SchedulingPolicy
-from shared.engine.api import CallCompletion, EngineCall, ProgramDirectory, Segment, StepReport
+from shared.engine.api import EngineCall, ProgramDirectory, Segment, StepReport
 from shared.engine.cost_model import CostModel
+from shared.engine.lite.batch import BatchMixin
 from shared.engine.lite.blocks import BlockPool
 from shared.engine.lite.config import BatchingMode, LiteEngineConfig, PreemptionMode
 from shared.engine.lite.hashing import ChainMemo, HashChain
@@ -27,7 +28,7 @@ from shared.engine.lite.waiting import WaitingQueue
 from shared.protocol.programs import is_one_call_program
 
 
-class LiteEngine(PriorityMixin, RetentionMixin):
+class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
     def __init__(self, engine_id: str, policy: SchedulingPolicy, programs: ProgramDirectory,
                  config: LiteEngineConfig | None = None, cost: CostModel | None = None) -> None:
         self.engine_id = engine_id
@@ -58,13 +59,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         self._step_swap_s = 0.0
         self._kv_preempted = False
         self._blocked: tuple[Seq, int] | None = None  # (head, free blocks) when it last failed to fit
-        self._dirty_programs: dict[str, None] = {}
-        self._snapshots: dict[str, tuple[int, int]] = {}
-        self._next_refresh_s = 0.0
-        self._next_starvation_s = 0.0
-        self._static_keys = policy.static_key
         self._preemptive = policy.preemptive
-        self._has_levels = policy.has_levels
         self.stats = {"preemptions": 0, "swaps": 0, "recomputed_tokens": 0, "prefix_hit_tokens": 0,
                       "prompt_tokens": 0, "steps": 0, "promotions": 0}
         self._lin_floor_sq = self.cost.linear_floor_sq
@@ -73,7 +68,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         self._ar_c = self.cost.allreduce_s_per_token
         self._attn_read = self.cost.attn_read_s_per_token
         self._init_retention()
-        self._init_fair_share()
+        self._init_schedule()
 
     # ---- Engine protocol ------------------------------------------------------------------------
     def submit(self, call: EngineCall, now_s: float) -> None:
@@ -86,10 +81,10 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         if need > self.num_blocks:
             raise ValueError(f"call {call.call_id} needs {need} KV blocks; engine holds {self.num_blocks}")
         self._now = now_s
-        led = self.programs.ledger(call.program_id)
         chain = (self._memo.chain_for(call.prompt_segments, not is_one_call_program(call.program_id))
                  if self.pool.caching else HashChain(self.block_size))
-        seq = Seq(call, chain, now_s, led.thread_service(call.thread_id), led.epoch, prompt_tokens)
+        seq = Seq(call, chain, now_s, prompt_tokens)
+        self._admit_call(seq, now_s)
         self.seqs[seq.call_id] = seq
         self._live_work += seq.prompt_tokens + seq.max_out
         self.stats["prompt_tokens"] += seq.prompt_tokens
@@ -121,6 +116,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         self._live_work -= seq.prompt_tokens + seq.max_out
         seq.status = FINISHED
         del self.seqs[call_id]
+        self.sched.remove(call_id)
         return True
 
     def step(self, now_s: float) -> StepReport | None:
@@ -135,7 +131,8 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         if now_s >= self._next_expiry_s:
             self.expire_retention(now_s)
         self._maintain(now_s, promoted)
-        if self._preemptive and self.waiting and self._steps % self.config.preemption_interval_steps == 0:
+        due = self.sched.preemption_due()
+        if self._preemptive and self.waiting and due:
             self._priority_preemptions(preempted, chunks)
         if self.config.mode is BatchingMode.V1:
             finishing, decodes_run = self._plan_v1(preempted, chunks)
@@ -266,6 +263,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
                 seq.lost_tokens = 0
         self.waiting.remove(seq)
         seq.status = PREFILL
+        self.sched.mark_running(seq.sc, self._now)
         self.prefilling.append(seq)
         chunks[seq] = n
         return True
@@ -304,7 +302,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         while not self.pool.allocate(seq.held, need):
             if self.retention is not None and self._reclaim(need - self.pool.num_free):
                 continue
-            victim = max(self._running_keyed(), key=lambda kv: kv[0])[1]
+            victim = self._kv_victim()
             self._preempt(victim, preempted, chunks, kv_exhausted=True)
             if victim is seq:
                 return False
@@ -335,6 +333,7 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         seq.reg_upto = 0
         if kv_exhausted:
             self._kv_preempted = True
+        self.sched.mark_waiting(seq.sc, self._now)
         self.waiting.push(seq, self._key(seq))
 
     def _leave_running(self, seq: Seq, chunks: dict[Seq, int]) -> None:
@@ -406,87 +405,3 @@ class LiteEngine(PriorityMixin, RetentionMixin):
         if seq.status == DECODING:
             return seq.a_service_s + (self._dec_busy_s - seq.a_busy_s)
         return seq.service_s
-
-    # ---- running the batch ----------------------------------------------------------------------
-    def _run(self, now_s: float, chunks: dict[Seq, int], finishing: list[Seq], decodes_run: bool,
-             preempted: list[str], promoted: list[str]) -> StepReport:
-        num_dec = len(self.decoding) if decodes_run else 0
-        chunk_tokens = sum(chunks.values()) if chunks else 0
-        num_tokens = num_dec + chunk_tokens
-        if num_tokens == 0:
-            raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with work queued")
-        duration = math.sqrt(self._lin_floor_sq + (self._lin_c * num_tokens) ** 2)
-        if self._ar_floor:
-            duration += self._ar_floor + self._ar_c * num_tokens
-        if num_dec:
-            duration += self._dec_ctx * self._attn_read
-        if chunks:
-            prefill_attention_s = self.cost.prefill_attention_s
-            for seq, n in chunks.items():
-                duration += prefill_attention_s(n, seq.computed + n)
-        duration += self._step_swap_s
-        end_s = now_s + duration
-
-        emitted = dict.fromkeys(self.decoding, 1) if num_dec else {}
-        if num_dec:
-            self._dec_steps += 1
-            self._dec_busy_s += duration
-            self._dec_ctx += num_dec
-        else:
-            self._alloc_step = -1  # nothing decoded: calls joining now have no block taken for them
-        self._computed_total += num_tokens
-        finished: list[CallCompletion] = []
-        for seq in finishing:
-            if seq.status == DECODING:
-                self._drop_decoder(seq)
-                finished.append(self._finish(seq, end_s))
-        if chunks:
-            bs_done = False
-            for seq, n in chunks.items():
-                seq.computed += n
-                seq.service_s += duration
-                self._register_full(seq)
-                if seq.computed < seq.context_tokens:
-                    continue
-                seq.gen += 1
-                emitted[seq.call_id] = 1
-                if seq.first_token_s is None:
-                    seq.first_token_s = end_s
-                bs_done = True
-                seq.status = FINISHED if seq.gen >= seq.max_out else DECODING
-            if bs_done:
-                still: list[Seq] = []
-                for seq in self.prefilling:
-                    if seq.status == PREFILL:
-                        still.append(seq)
-                    elif seq.status == FINISHED:
-                        finished.append(self._finish(seq, end_s))
-                    else:
-                        self._to_decoding(seq)
-                self.prefilling = still
-        self._steps += 1
-        self.stats["steps"] += 1
-        return StepReport(
-            duration_s=duration, num_scheduled_tokens=num_tokens, num_running=num_dec + len(chunks),
-            num_waiting=len(self.waiting), kv_used_blocks=self.pool.num_used, kv_total_blocks=self.num_blocks,
-            tokens_emitted=emitted, finished=finished, preempted=preempted, promoted_programs=promoted)
-
-    def _finish(self, seq: Seq, end_s: float) -> CallCompletion:
-        if self.recorder is not None:
-            self._record_finish(seq)
-        if self.retention is None:
-            self._retire_blocks(seq)  # the output becomes a cached prefix for the program's next call
-        else:
-            self._retain_finished(seq, end_s)  # ... and stays pinned for its session's tool pause
-        self._computed_total -= seq.computed
-        self._live_work -= seq.prompt_tokens + seq.max_out
-        seq.status = FINISHED
-        del self.seqs[seq.call_id]
-        self._dirty_programs[seq.program_id] = None
-        return CallCompletion(
-            call_id=seq.call_id, program_id=seq.program_id, thread_id=seq.thread_id,
-            service_s=seq.service_s, wait_s=max(end_s - seq.submit_s - seq.service_s, 0.0),
-            preemptions=seq.preemptions, prompt_tokens=seq.prompt_tokens, output_tokens=seq.gen,
-            prefix_hit_tokens=seq.prefix_hit_tokens or 0, recomputed_tokens=seq.recomputed_tokens,
-            first_token_s=seq.first_token_s if seq.first_token_s is not None else end_s, finish_s=end_s,
-            thread_service_at_submit_s=seq.thread_service_at_submit_s, submit_epoch=seq.submit_epoch)

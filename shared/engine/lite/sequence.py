@@ -22,14 +22,11 @@ class Seq:
         "call", "call_id", "program_id", "thread_id", "order", "prompt_tokens", "max_out", "out_segment",
         "chain", "held", "reg_upto", "status", "computed", "gen", "service_s",
         "a_step", "a_computed", "a_gen", "a_busy_s", "a_service_s", "phase", "event_ver", "queue_ver",
-        "attained_origin_s", "epoch_seen", "wait_origin_s", "service_at_wait_origin_s",
-        "preemptions", "prefix_hit_tokens", "recomputed_tokens", "lost_tokens", "swapped_blocks",
-        "first_token_s", "submit_s", "thread_service_at_submit_s", "submit_epoch", "key",
-        "rkey", "rkey_snap", "rkey_until_s",
+        "sc", "charged_s", "preemptions", "prefix_hit_tokens", "recomputed_tokens", "lost_tokens",
+        "swapped_blocks", "first_token_s", "submit_s", "key",
     )
 
-    def __init__(self, call: EngineCall, chain: HashChain, now_s: float, thread_service_s: float,
-                 epoch: int, prompt_tokens: int) -> None:
+    def __init__(self, call: EngineCall, chain: HashChain, now_s: float, prompt_tokens: int) -> None:
         self.call = call
         self.call_id = call.call_id
         self.program_id = call.program_id
@@ -54,11 +51,8 @@ class Seq:
         self.phase = 0  # decode steps d with d % block_size == phase need a new block
         self.event_ver = 0
         self.queue_ver = 0
-        # attained service and wait since the program's last promotion (ledger epoch)
-        self.attained_origin_s = 0.0
-        self.epoch_seen = epoch
-        self.wait_origin_s = now_s
-        self.service_at_wait_origin_s = 0.0
+        self.sc = None  # its CallState in the engine's ProgramScheduleState (keys, levels, waits)
+        self.charged_s = 0.0  # service already charged to `sc` (decoders are charged lazily)
         self.preemptions = 0
         self.prefix_hit_tokens: int | None = None  # set at first admission
         self.recomputed_tokens = 0
@@ -66,12 +60,7 @@ class Seq:
         self.swapped_blocks = 0
         self.first_token_s: float | None = None
         self.submit_s = now_s
-        self.thread_service_at_submit_s = thread_service_s
-        self.submit_epoch = epoch
         self.key: tuple = ()  # priority key while queued
-        self.rkey: tuple = ()  # cached priority key while running, valid for rkey_snap / rkey_until_s
-        self.rkey_snap: tuple | None = None
-        self.rkey_until_s = 0.0
 
     @property
     def context_tokens(self) -> int:
