@@ -68,7 +68,10 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
 
 def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
     """The preset with the engine thread's CPU-time fit (what a step costs with a core to itself)."""
-    c = json.loads(Path(fit_path).read_text())["thread_cpu_fit"]["coefficients"]
+    fit = json.loads(Path(fit_path).read_text())
+    if "thread_cpu_fit" not in fit:
+        raise SystemExit(f"{fit_path} has no thread-CPU fit (only an --engine-core inprocess profile gives one)")
+    c = fit["thread_cpu_fit"]["coefficients"]
     return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
                                          step_overhead_s=c["overhead_s"],
                                          fitted_attn_read_s_per_token=c["s_per_ctx_token"],
