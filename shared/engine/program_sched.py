@@ -127,6 +127,9 @@ class RefreshResult:
     promoted_programs: list[str] = field(default_factory=list)
 
 
+_NOTHING = RefreshResult()
+
+
 class ProgramScheduleState:
     """Calls, keys and levels of one engine; reads program state from a ProgramDirectory."""
 
@@ -228,16 +231,16 @@ class ProgramScheduleState:
                 sync: Callable[[CallState], None] | None = None) -> RefreshResult:
         """Before a scheduling step: apply promotions and program-service updates to every call.
 
-        Program ledgers are re-read every `key_refresh_interval_s` (as the lite engine does), and at
-        once for programs promoted here or whose calls just finished here (the driver folds a
-        completion into the ledger right after the step that finished it)."""
-        result = RefreshResult()
-        if self.policy.static_key:
-            return result  # arrival order: nothing a ledger says changes a key
-        # 1. anti-starvation: a waiting call whose program waited beta times its service
+        Program ledgers are re-read every `key_refresh_interval_s`, and at once for programs
+        promoted here or whose calls just finished here (the driver folds a completion into the
+        ledger right after the step that finished it). The result must not be modified."""
         cfg = self.settings.starvation
-        if (cfg.beta is not None and self.policy.has_levels
-                and now_s >= self._next_starvation_check_s):
+        starvation_due = cfg.beta is not None and self.policy.has_levels and now_s >= self._next_starvation_check_s
+        if self.policy.static_key or not (starvation_due or self._dirty or now_s >= self._next_key_refresh_s):
+            return _NOTHING  # the common step: nothing due (arrival order: never anything)
+        result = RefreshResult()
+        # 1. anti-starvation: a waiting call whose program waited beta times its service
+        if starvation_due:
             self._next_starvation_check_s = now_s + self.settings.starvation_check_interval_s
             for call in waiting():
                 if call.program_id in result.promoted_programs:

@@ -130,3 +130,31 @@ def test_async_scheduler_class_runs_and_preempts():
     assert preempted == {"a0"}
     assert set(finished) == {"a0", "b0"} and finished["b0"].finish_s < finished["a0"].finish_s
     assert (finished["a0"].output_tokens, finished["b0"].output_tokens) == (50, 5)
+
+
+@pytest.mark.parametrize("kv_delivery, blocks_freeable", [(False, True), (True, True), (True, False)])
+def test_proactive_preemption_is_vllms_own(kv_delivery, blocks_freeable):
+    """`_preempt_call` does what vLLM's schedule() does on KV exhaustion: it drops (not delivers)
+    a victim's in-flight output when a KV connector must deliver its blocks, and leaves alone a
+    runner whose blocks a deferred free still holds."""
+    sched = va.build_cpu_scheduler(num_blocks=400, max_num_seqs=1, max_model_len=4096, settings={"policy": "plas"})
+    sched.program_state.directory.ledger("A").service_s = 10.0  # level 4: a fresh program outranks it
+    sched.requires_kv_delivery = kv_delivery
+    if not blocks_freeable:
+        sched._request_blocks_can_be_freed = lambda request: False
+    sched.add_request(va.make_request("a0", list(range(64)), 50, 0.0, {"autellix": {"program_id": "A"}}))
+    t = 0.0
+    for _ in range(3):
+        sched.set_clock(t, 0.01)
+        so = sched.schedule()
+        sched.update_from_output(so, va.fake_runner_output(sched, so, lambda rid, i: 1000 + i))
+        t += 0.01
+    sched.add_request(va.make_request("b0", list(range(500, 532)), 4, t, {"autellix": {"program_id": "B"}}))
+    sched.set_clock(t, 0.01)
+    so = sched.schedule()
+    a0 = sched.requests["a0"]
+    if blocks_freeable:
+        assert so.preempted_req_ids == {"a0"} and "b0" in so.num_scheduled_tokens
+        assert a0.num_preemptions == 1 and a0.drop_stale_output is kv_delivery
+    else:
+        assert not so.preempted_req_ids and a0.num_preemptions == 0 and "a0" in so.num_scheduled_tokens
