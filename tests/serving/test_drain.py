@@ -9,14 +9,18 @@ import asyncio
 import openai
 
 from services.engine_agent.drain import drain_calls
+from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 LONG_TOKENS = 150
 
 
-async def test_a_draining_engine_finishes_its_stream_and_takes_no_new_call(nats_url, postgres_server,
+async def test_a_draining_engine_finishes_its_stream_and_takes_no_new_call(tmp_path, postgres_server,
                                                                             _migrated_template):
-    stack = await start_stack(nats_url, postgres_server.create_database(template=_migrated_template))
+    # a NATS of its own: the session's shared stack would otherwise see these engines (and its
+    # router take these calls) on the common heartbeat and route subjects
+    nats = NatsServer(tmp_path / "nats").start()
+    stack = await start_stack(nats.url, postgres_server.create_database(template=_migrated_template))
     try:
         client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
         stream = await client.chat.completions.create(
@@ -46,3 +50,4 @@ async def test_a_draining_engine_finishes_its_stream_and_takes_no_new_call(nats_
         assert stack.agents[other].agent.num_completed - done_before[other] == 4
     finally:
         await stack.stop()
+        nats.stop()
