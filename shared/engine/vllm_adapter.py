@@ -4,9 +4,11 @@ import vLLM (with `vllm_retention` and `vllm_cpu`).
 - `ProgramAwareScheduler` (subclass of `AsyncScheduler`, for production) and
   `SyncProgramAwareScheduler` (subclass of `Scheduler`, for CPU emulation): plugged in through
   `SchedulerConfig.scheduler_cls`. A thin shell: every decision comes from
-  `shared.engine.program_sched` (which calls the shared core); this file only applies them to vLLM's
-  queues (priority = MLFQ level, waiting queue ordered by the policy key, remove + re-add on a key
-  change, proactive preemption through vLLM's own `_preempt_request`).
+  `shared.engine.program_sched` (which calls the shared core; the lite engine drives the same state);
+  this file only applies them to vLLM's queues (waiting queue ordered by the client's `priority`
+  first, never rewritten, then the policy key; remove + re-add on a key change; proactive preemption
+  through vLLM's own `_preempt_request`). A malformed `extra_args["autellix"]` fails that request
+  alone; other `extra_args` keys are vLLM's and never read.
 - `StockScheduler` / `SyncStockScheduler`: vLLM's FCFS or priority scheduler unchanged, with the
   same per-call accounting (the baselines).
 - CPU construction, request building and a fake model-runner output live in
