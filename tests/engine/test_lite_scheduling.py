@@ -311,3 +311,13 @@ def test_atlas_runs_the_critical_path_thread_first_within_a_program():
     reports, _ = run_to_end(engine, 0.02)
     order = [f.call_id for r in reports for f in r.finished]
     assert order == ["x/c0", "p/b", "p/a"]  # larger s_T (critical path) first despite arriving later
+
+
+def test_lite_and_the_vllm_class_share_one_scheduling_state_and_its_settings():
+    """The lite engine decides through ProgramScheduleState with the vLLM class's own defaults."""
+    from shared.engine.program_sched import ProgramScheduleState, SchedulerSettings
+
+    engine = LiteEngine("e0", SchedulingPolicy(PolicyName.ATLAS), DictProgramDirectory(), LiteEngineConfig())
+    assert isinstance(engine.sched, ProgramScheduleState)
+    ours, theirs = engine.sched.settings, SchedulerSettings(SchedulingPolicy(PolicyName.ATLAS))
+    assert ours == theirs  # policy, starvation, quantum, per-decision cap, refresh and check intervals
