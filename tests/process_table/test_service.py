@@ -26,7 +26,8 @@ async def lookup(bus, session_id: str, tenant: str = "") -> m.SessionInfo:
                              timeout_s=2.0)
 
 
-async def test_completions_update_the_program_and_publish_updates(process_table, bus) -> None:
+async def test_completions_update_the_program_and_publish_updates(start_process_table, bus) -> None:
+    await start_process_table(scheduling_policy="atlas")  # critical-path folding, checked below
     pid = new_id("p")
     opened = await bus.request(subjects.session_open(), m.OpenSession(session_id=pid, tenant="acme", name="n"),
                                timeout_s=2.0)
@@ -38,7 +39,7 @@ async def test_completions_update_the_program_and_publish_updates(process_table,
                                        thread_service_at_submit_s=2.0))
     await eventually(lambda: _done(updates, 2))
     info = await lookup(bus, pid, tenant="acme")
-    # ATLAS (the default): S_p = max(S_p, s_T(at submit) + t_call) = max(2, 2 + 3)
+    # ATLAS: S_p = max(S_p, s_T(at submit) + t_call) = max(2, 2 + 3)
     assert (info.service_s, info.wait_s, info.num_completed_calls) == (5.0, 1.5, 2)
     assert info.thread_service_s == {"main": 2.0, "t1": 5.0}
     assert info.level == 3 and info.state == "open" and info.primary_engine == "e0"
