@@ -14,6 +14,7 @@ import time
 from opentelemetry.trace import SpanKind
 
 from services.session_api import metrics
+from services.session_api.answer_status import AnswerStatus
 from shared import tracing
 from shared.logging import get_logger
 
@@ -45,23 +46,17 @@ class AccessLog:
         started = time.perf_counter()
         method, path = scope["method"], scope["path"]
         req, token = metrics.begin_request()
-        status = 500  # what the client gets if the app raises before answering
-
-        async def send_noting_status(message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+        answer = AnswerStatus(send)
         trace_id = ""
         try:
             with tracing.span_from(_span_name(method, path), _headers(scope), SpanKind.SERVER,
                                    {"http.request.method": method, "url.path": path}) as span:
                 trace_id = tracing.current_trace_id()
                 try:
-                    await self.app(scope, receive, send_noting_status)
+                    await self.app(scope, receive, answer)
                 finally:
                     if span is not None:
-                        span.set_attribute("http.response.status_code", status)
+                        span.set_attribute("http.response.status_code", answer.status)
                         for name in ("program_id", "call_id", "engine_id"):
                             if getattr(req, name):
                                 span.set_attribute(f"autellix.{name}", getattr(req, name))
@@ -70,7 +65,7 @@ class AccessLog:
             if self.enabled:
                 write = self.log.debug if path in _PROBES else self.log.info
                 client = scope.get("client")
-                write("http_request", method=method, path=path, status=status,
+                write("http_request", method=method, path=path, status=answer.status,
                       duration_ms=round((time.perf_counter() - started) * 1e3, 3),
                       client=client[0] if client else "", tenant=req.tenant, model=req.model,
                       program_id=req.program_id, call_id=req.call_id, engine_id=req.engine_id,

@@ -14,6 +14,7 @@ from contextvars import ContextVar
 
 from prometheus_client import Counter, Histogram
 
+from services.session_api.answer_status import AnswerStatus
 from shared.metric_labels import BoundedLabel
 
 _CALLS = Counter("autellix_api_calls_total", "LLM calls answered (error: refused or failed, before or "
@@ -146,18 +147,13 @@ class RequestMetrics:
             return
         outer = _REQUEST.get()  # the access log's record, when it runs outside us
         req, token = (outer, None) if outer is not None else begin_request()
-        status = 500  # what the client gets if the app raises before answering
-
-        async def send_noting_status(message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+        answer = AnswerStatus(send)
         try:
-            await self.app(scope, receive, send_noting_status)
+            await self.app(scope, receive, answer)
         finally:
             if token is not None:
                 _REQUEST.reset(token)
+            status = answer.status
             tenant = tenant_label(req.tenant)
             if endpoint is not None and status >= 400 and not req.counted:
                 _CALLS.labels(endpoint, "error", model_label(req.model), tenant).inc()

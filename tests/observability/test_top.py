@@ -13,8 +13,8 @@ import uuid
 import openai
 import pytest
 
-from tests.observability.conftest import REPO_ROOT
 from tests.observability.traffic import close_session, open_session, served_model, session_calls
+from tests.observability.up_process import REPO_ROOT
 
 TMUX = shutil.which("tmux") or "/usr/bin/tmux"
 APPEAR_WITHIN_S = 3.0

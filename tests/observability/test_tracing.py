@@ -6,12 +6,7 @@ JSON, and a collector that is down never fails a call."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,8 +18,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from shared.runtime.ports import free_port
+from tests.observability.up_process import start_up, stop_up
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENT_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_TRACEPARENT = f"00-{CLIENT_TRACE_ID}-00f067aa0ba902b7-01"
 
@@ -66,51 +61,18 @@ class Collector:
             return [s for s in self.spans if s[2] == trace_id]
 
 
-def _up(state_dir: Path, port: int, extra_env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL", "AUTELLIX_API_KEYS")}
-    env.update(extra_env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autellix", "up", "--state-dir", str(state_dir), "--port", str(port),
-         "--nats-port", "0", "--engines", "1", "--backend", "lite", "--startup-timeout", "90"],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "autellix up: ready" in line:
-            break
-    text = "".join(lines)
-    if "autellix up: ready" not in text:
-        _down(proc)
-        pytest.fail(f"autellix up did not become ready:\n{text}")
-    key = re.search(r"development API key \(tenant 'dev'\): (\S+)", text)
-    return proc, key.group(1)
-
-
-def _down(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-
-
 @pytest.fixture(scope="module")
 def traced_stack():
     collector = Collector()
     state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-", dir="/tmp"))
     port = free_port()
-    proc, key = _up(state_dir, port, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
-                                      "OTEL_BSP_SCHEDULE_DELAY": "100", "LOG_FORMAT": "json"})
+    proc, _, key = start_up(state_dir, port, extra_env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}", "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "LOG_FORMAT": "json"})
     try:
         yield collector, state_dir, f"http://127.0.0.1:{port}/v1", key
     finally:
-        _down(proc)
+        stop_up(proc)
         collector.server.shutdown()
         shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -182,8 +144,8 @@ def test_a_collector_that_is_down_never_fails_a_call():
     state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-down-", dir="/tmp"))
     port = free_port()
     dead = free_port()  # nothing listens here
-    proc, key = _up(state_dir, port, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{dead}",
-                                      "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    proc, _, key = start_up(state_dir, port, extra_env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{dead}", "OTEL_BSP_SCHEDULE_DELAY": "100"})
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=30)
         for i in range(20):
@@ -191,5 +153,5 @@ def test_a_collector_that_is_down_never_fails_a_call():
                                                     messages=[{"role": "user", "content": f"call {i}"}])
             assert answer.choices[0].finish_reason
     finally:
-        _down(proc)
+        stop_up(proc)
         shutil.rmtree(state_dir, ignore_errors=True)
