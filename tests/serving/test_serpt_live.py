@@ -9,13 +9,17 @@ import httpx
 import openai
 
 from shared.core.size_estimator import SizeEstimatorConfig
+from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 MIN_SAMPLES = SizeEstimatorConfig().min_samples
 
 
-async def test_closed_sessions_teach_the_expected_size_of_their_class(nats_url, postgres_server, _migrated_template):
-    stack = await start_stack(nats_url, postgres_server.create_database(template=_migrated_template), policy="serpt")
+async def test_closed_sessions_teach_the_expected_size_of_their_class(tmp_path, postgres_server, _migrated_template):
+    # a NATS of its own: on the session's shared one, the shared stack's process table would answer
+    # some of these session requests from its own database (one queue group per subject)
+    nats = NatsServer(tmp_path / "nats").start()
+    stack = await start_stack(nats.url, postgres_server.create_database(template=_migrated_template), policy="serpt")
     try:
         headers = {"Authorization": f"Bearer {stack.key('acme')}"}
         client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
@@ -48,3 +52,4 @@ async def test_closed_sessions_teach_the_expected_size_of_their_class(nats_url, 
             assert answer.choices[0].finish_reason
     finally:
         await stack.stop()
+        nats.stop()
