@@ -2,7 +2,7 @@
 queue order) and by the process table (how it folds a program's service, the policy's own
 aggregation), so the two can never disagree. `DEFAULT_POLICY` is chosen by the simulator's
 results (docs/results/serpt/README.md): SERPT was never below FCFS's max rate in any regime tried
-(8 runs: 1.00-1.14x, p99 at FCFS's capacity never worse), where ATLAS fell to 0.88x on map-reduce.
+(8 runs: 1.00-1.14x, p99 at FCFS's capacity never worse), where ATLAS fell to 0.86x on map-reduce.
 """
 
 from __future__ import annotations
