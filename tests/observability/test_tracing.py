@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import openai
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from loadgen.bench.otlp_sink import OtlpSink
 from shared.runtime.ports import free_port
 from tests.observability.up_process import start_up, stop_up
 
@@ -24,46 +22,9 @@ CLIENT_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_TRACEPARENT = f"00-{CLIENT_TRACE_ID}-00f067aa0ba902b7-01"
 
 
-class Collector:
-    """An OTLP/HTTP trace receiver: every span it was sent, as (service, name, trace, span, parent)."""
-
-    def __init__(self) -> None:
-        self.spans: list[tuple[str, str, str, str, str]] = []
-        self.lock = threading.Lock()
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                req = ExportTraceServiceRequest()
-                req.ParseFromString(body)
-                with collector.lock:
-                    for rs in req.resource_spans:
-                        service = next((a.value.string_value for a in rs.resource.attributes
-                                        if a.key == "service.name"), "")
-                        for ss in rs.scope_spans:
-                            for span in ss.spans:
-                                collector.spans.append((service, span.name, span.trace_id.hex(), span.span_id.hex(),
-                                                        span.parent_span_id.hex()))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def of_trace(self, trace_id: str) -> list[tuple[str, str, str, str, str]]:
-        with self.lock:
-            return [s for s in self.spans if s[2] == trace_id]
-
-
 @pytest.fixture(scope="module")
 def traced_stack():
-    collector = Collector()
+    collector = OtlpSink()
     state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-", dir="/tmp"))
     port = free_port()
     proc, _, key = start_up(state_dir, port, extra_env={
@@ -73,7 +34,7 @@ def traced_stack():
         yield collector, state_dir, f"http://127.0.0.1:{port}/v1", key
     finally:
         stop_up(proc)
-        collector.server.shutdown()
+        collector.stop()
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
