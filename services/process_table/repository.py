@@ -149,7 +149,8 @@ def _by_program(batch: list[Completion]) -> dict[str, list[Completion]]:
 
 def _fold(rows: dict[str, ProgramRow], by_program: dict[str, list[Completion]]) -> _Folded:
     updates, new_rows, program_writes, thread_writes = [], [], [], []
-    for program_id, calls in by_program.items():
+    # programs in id order, as the calls: two writers then lock shared rows in the same order
+    for program_id, calls in sorted(by_program.items()):
         before = rows[program_id]
         result = fold_completions(before, calls)
         new_rows.append(result.row)
