@@ -10,27 +10,17 @@ give equal text and share the engine's prefix cache as they do in the simulator.
 
 from __future__ import annotations
 
-import random
-
+from loadgen.live import prompts
 from loadgen.workloads.spec import CallSpec
-from shared.engine.api import output_segment_id
 from shared.engine.tiny_model import _TRAINING_WORDS
 
 ONE_TOKEN_WORDS = tuple(" " + w for w in sorted(set(_TRAINING_WORDS)))
 
 
 def segment_text(segment_id: str, num_tokens: int) -> str:
-    rng = random.Random(segment_id)
-    return "".join(rng.choice(ONE_TOKEN_WORDS) for _ in range(num_tokens))
+    return prompts.segment_text(segment_id, num_tokens, ONE_TOKEN_WORDS)
 
 
 def call_messages(call: CallSpec, outputs: dict[str, str]) -> list[dict[str, str]]:
     """As `loadgen.live.prompts.call_messages`, with token-exact segment text."""
-    by_output_segment = {output_segment_id(cid): text for cid, text in outputs.items()}
-    messages = []
-    for seg_id, tokens in call.prompt_segments:
-        if seg_id in by_output_segment:
-            messages.append({"role": "assistant", "content": by_output_segment[seg_id]})
-        else:
-            messages.append({"role": "user", "content": segment_text(seg_id, tokens)})
-    return messages
+    return prompts.call_messages(call, outputs, ONE_TOKEN_WORDS)

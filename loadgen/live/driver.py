@@ -71,8 +71,10 @@ class LiveProgress:
 
 class LiveDriver:
     def __init__(self, base_url: str, api_key: str, model: str = "autellix-lite", timeout_s: float = 600.0,
-                 max_retries: int = 2, tool_hints: bool = False, extra_body: dict | None = None) -> None:
-        self.tool_hints = tool_hints  # send X-Next-Tool: the tool the program runs after each call
+                 max_retries: int = 2, tool_hints: bool = False, extra_body: dict | None = None,
+                 messages_for=call_messages) -> None:
+        self.tool_hints = tool_hints
+        self.messages_for = messages_for  # (call, outputs) -> the chat messages of the call  # send X-Next-Tool: the tool the program runs after each call
         # more request fields, e.g. {"ignore_eos": True} so a real model's calls run their full length
         self.extra_body = extra_body
         root = base_url.rstrip("/").removesuffix("/v1")
@@ -183,7 +185,7 @@ class LiveDriver:
         tokens = cached = 0
         try:
             stream = await self.client.chat.completions.create(
-                model=self.model, messages=call_messages(call, outputs), max_tokens=call.output_tokens,
+                model=self.model, messages=self.messages_for(call, outputs), max_tokens=call.output_tokens,
                 stream=True, stream_options={"include_usage": True}, extra_headers=headers,
                 extra_body=self.extra_body)
             async for chunk in stream:

@@ -19,12 +19,12 @@ _WORDS = tuple(" " + w for w in ("abc", "def", "ghi", "jkl", "mno", "pqr", "stu"
                                  "efg", "hij", "klm", "nop", "qrs", "tuv"))
 
 
-def segment_text(segment_id: str, num_tokens: int) -> str:
+def segment_text(segment_id: str, num_tokens: int, words: tuple[str, ...] = _WORDS) -> str:
     rng = random.Random(segment_id)
-    return "".join(rng.choice(_WORDS) for _ in range(num_tokens))
+    return "".join(rng.choice(words) for _ in range(num_tokens))
 
 
-def call_messages(call: CallSpec, outputs: dict[str, str]) -> list[dict[str, str]]:
+def call_messages(call: CallSpec, outputs: dict[str, str], words: tuple[str, ...] = _WORDS) -> list[dict[str, str]]:
     """Messages for `call`; `outputs` maps spec call ids to the response text received for them."""
     by_output_segment = {output_segment_id(cid): text for cid, text in outputs.items()}
     messages = []
@@ -32,5 +32,5 @@ def call_messages(call: CallSpec, outputs: dict[str, str]) -> list[dict[str, str
         if seg_id in by_output_segment:
             messages.append({"role": "assistant", "content": by_output_segment[seg_id]})
         else:  # one role for all content, so a segment hashes the same wherever it appears
-            messages.append({"role": "user", "content": segment_text(seg_id, tokens)})
+            messages.append({"role": "user", "content": segment_text(seg_id, tokens, words)})
     return messages
