@@ -59,7 +59,7 @@ async def service_bus(settings: MeshSettings, service: str, **stream_limits) -> 
     bus = await Bus.connect(settings.nats_url, service=service, connect_timeout_s=settings.nats_connect_timeout_s)
     try:
         await bus.ensure_streams(max_age_s=settings.audit_max_age_s, max_bytes=settings.audit_max_bytes,
-                                 **stream_limits)
+                                 replicas=settings.jetstream_replicas, **stream_limits)
         yield bus
     finally:
         await bus.close()

@@ -7,7 +7,7 @@ Each service defines its own subclass next to its `main.py`, adding only its fie
 
 Variables: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_PASSWORD_FILE, DATABASE_URL, AUTELLIX_ENV
 (development|production), LOG_LEVEL, LOG_FORMAT (json|console), NATS_CONNECT_TIMEOUT_S,
-NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES, COMPLETIONS_MAX_BYTES, CALL_DEADLINE_S,
+NATS_REQUEST_TIMEOUT_S, AUDIT_MAX_AGE_S, AUDIT_MAX_BYTES, COMPLETIONS_MAX_BYTES, JETSTREAM_REPLICAS, CALL_DEADLINE_S,
 METRICS_PORT (Prometheus text of a service without an HTTP port of its own; 0: none), METRICS_HOST.
 """
 
@@ -24,6 +24,7 @@ from shared.logging import LEVELS
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 _NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+MAX_STREAM_REPLICAS = 5  # JetStream refuses more
 
 
 class MeshSettings(BaseSettings):
@@ -50,6 +51,9 @@ class MeshSettings(BaseSettings):
     audit_max_bytes: int = Field(default=1 << 30, gt=0)
     # the completions stream (never discards: when full it refuses and engines retry)
     completions_max_bytes: int = Field(default=4 << 30, gt=0)
+    # copies of each stream on a NATS cluster (3 on a 3-node cluster: one node may fail); 1 on a
+    # single server. Set by the streams' owner, the process table (shared/bus/jetstream.py)
+    jetstream_replicas: int = 1
     # every call's overall deadline (placement to last token): the API fails it with a 504
     # `deadline_exceeded` and cancels it; the process table's idle expiry waits for calls this long
     call_deadline_s: float = Field(default=900.0, gt=0, le=86_400)
@@ -72,6 +76,14 @@ class MeshSettings(BaseSettings):
         userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}"
         return ",".join(urlunsplit(p._replace(netloc=f"{userinfo}@{p.netloc.rpartition('@')[2]}"))
                         for p in (urlsplit(s.strip()) for s in v.split(",")))
+
+    @field_validator("jetstream_replicas")
+    @classmethod
+    def _check_replicas(cls, v: int) -> int:
+        if not 1 <= v <= MAX_STREAM_REPLICAS:
+            raise ValueError(f"JETSTREAM_REPLICAS must be 1..{MAX_STREAM_REPLICAS} (JetStream's limit; at most the "
+                             f"number of NATS cluster nodes), got {v}")
+        return v
 
     @field_validator("log_level")
     @classmethod

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from services.engine_agent.host_id import host_engine_id
 from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.settings import MeshSettings
@@ -19,7 +22,9 @@ _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num
 
 class EngineAgentSettings(MeshSettings):
     env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "ENGINE_")
-    engine_id: str = "e0"
+    # default: derived from the host (host_id.py), so two hosts never share one by accident
+    engine_id: str = Field(default_factory=lambda: host_engine_id(socket.gethostname(),
+                                                                  os.environ.get("CUDA_VISIBLE_DEVICES")))
     engine_backend: Literal["lite", "emulated", "vllm", "upstream"] = "lite"
     scheduling_policy: PolicySetting = DEFAULT_POLICY  # the mesh's one policy setting (policy_setting.py)
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)

@@ -196,12 +196,15 @@ class Bus:
     # --- JetStream ---------------------------------------------------------------------------
     async def ensure_streams(self, max_age_s: float = jetstream.AUDIT_MAX_AGE_S,
                              max_bytes: int = jetstream.AUDIT_MAX_BYTES,
-                             completions_max_bytes: int = jetstream.COMPLETIONS_MAX_BYTES) -> None:
+                             completions_max_bytes: int = jetstream.COMPLETIONS_MAX_BYTES,
+                             replicas: int = 1) -> None:
         """Create (or, as the streams' owner, update) the streams; safe to call from every service at
-        startup."""
+        startup. `replicas`: JETSTREAM_REPLICAS, which the owner brings existing streams to."""
         may_update = self.role in jetstream.STREAM_OWNERS
-        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes, may_update=may_update)
-        await jetstream.ensure_completions_stream(self.js, max_bytes=completions_max_bytes, may_update=may_update)
+        await jetstream.ensure_audit_stream(self.js, max_age_s=max_age_s, max_bytes=max_bytes, may_update=may_update,
+                                            replicas=replicas)
+        await jetstream.ensure_completions_stream(self.js, max_bytes=completions_max_bytes, may_update=may_update,
+                                                  replicas=replicas)
 
     async def publish_event(self, msg: Any, timeout_s: float = 2.0) -> int:
         """Publish a lifecycle event to the audit stream (a `CallCompleted` to the completions

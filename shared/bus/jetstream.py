@@ -1,5 +1,5 @@
 """JetStream: the audit stream of lifecycle events, the completions stream, and durable pull
-consumers over them.
+consumers over them (built on `pull.PullConsumer`).
 
 Completions `AUTELLIX_COMPLETIONS` (subjects `autellix.completions.<program_id>`): the process
 table's ledger input, so nothing may drop one. Work-queue retention (a completion leaves when the
@@ -11,7 +11,8 @@ the audit stream as `events.<program_id>.call.completed`, for `autellix events t
 router's core subscribers; that copy may age out like any audit event.
 
 Retention of the audit stream `AUTELLIX_AUDIT` (subjects `autellix.events.>`): limits-based, file
-storage, one replica here; a message is kept until it is older than `max_age_s` (default 7 days)
+storage, JETSTREAM_REPLICAS copies (1 on a single server, 3 on a 3-node cluster: both streams
+alike); a message is kept until it is older than `max_age_s` (default 7 days)
 or the stream exceeds `max_bytes` (default 1 GiB), whichever comes first, and then the oldest go
 first (discard old). Consumers do not remove messages, so `autellix events tail` can replay a
 session after the process table has applied it. A durable consumer that falls further behind than
@@ -26,7 +27,6 @@ parses headers in Python: about 4 us of the table's CPU per completion, measured
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
@@ -34,6 +34,7 @@ import nats.js.errors
 from nats.js import api
 from nats.js.client import JetStreamContext
 
+from shared.bus import pull
 from shared.bus.incoming import BatchHandler, Handler, Incoming
 from shared.logging import get_logger
 from shared.protocol import messages as m
@@ -53,7 +54,8 @@ class CompletionRefused(Exception):
     nothing was stored; publish it again later."""
 
 
-def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUDIT_MAX_BYTES) -> api.StreamConfig:
+def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUDIT_MAX_BYTES,
+                        replicas: int = 1) -> api.StreamConfig:
     return api.StreamConfig(
         name=subjects.AUDIT_STREAM,
         description="Autellix lifecycle events (sessions, calls, promotions); limits retention",
@@ -63,7 +65,7 @@ def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUD
         storage=api.StorageType.FILE,
         max_age=max_age_s,
         max_bytes=max_bytes,
-        num_replicas=1,
+        num_replicas=replicas,
         duplicate_window=DUPLICATE_WINDOW_S,
     )
 
@@ -73,7 +75,7 @@ def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUD
 STREAM_OWNERS = frozenset({"", "admin", "process_table"})
 
 
-def completions_stream_config(max_bytes: int = COMPLETIONS_MAX_BYTES) -> api.StreamConfig:
+def completions_stream_config(max_bytes: int = COMPLETIONS_MAX_BYTES, replicas: int = 1) -> api.StreamConfig:
     return api.StreamConfig(
         name=subjects.COMPLETIONS_STREAM,
         description="Autellix call completions, the process table's input; kept until it acks them",
@@ -82,21 +84,23 @@ def completions_stream_config(max_bytes: int = COMPLETIONS_MAX_BYTES) -> api.Str
         discard=api.DiscardPolicy.NEW,  # full: refuse (the publisher retries), never drop the oldest
         storage=api.StorageType.FILE,
         max_bytes=max_bytes,
-        num_replicas=1,
+        num_replicas=replicas,
         duplicate_window=DUPLICATE_WINDOW_S,
     )
 
 
 async def ensure_audit_stream(js: JetStreamContext, max_age_s: float = AUDIT_MAX_AGE_S,
-                              max_bytes: int = AUDIT_MAX_BYTES, may_update: bool = True) -> api.StreamInfo:
+                              max_bytes: int = AUDIT_MAX_BYTES, may_update: bool = True,
+                              replicas: int = 1) -> api.StreamInfo:
     """Create the stream, or bring an existing one to this configuration (idempotent). Without
-    `may_update` an existing stream keeps the limits its owner gave it."""
-    return await _ensure(js, audit_stream_config(max_age_s, max_bytes), may_update)
+    `may_update` an existing stream keeps the limits and replicas its owner gave it (a service
+    that creates it first makes it with its own; the owner scales it at its start)."""
+    return await _ensure(js, audit_stream_config(max_age_s, max_bytes, replicas), may_update)
 
 
 async def ensure_completions_stream(js: JetStreamContext, max_bytes: int = COMPLETIONS_MAX_BYTES,
-                                    may_update: bool = True) -> api.StreamInfo:
-    return await _ensure(js, completions_stream_config(max_bytes), may_update)
+                                    may_update: bool = True, replicas: int = 1) -> api.StreamInfo:
+    return await _ensure(js, completions_stream_config(max_bytes, replicas), may_update)
 
 
 async def _ensure(js: JetStreamContext, config: api.StreamConfig, may_update: bool) -> api.StreamInfo:
@@ -161,11 +165,12 @@ async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
 
 
 class DurableConsumer:
-    """A durable pull consumer on the audit stream: at-least-once, survives restarts.
+    """A durable pull consumer on the audit stream (`pull.PullConsumer`): at-least-once, survives
+    restarts.
 
-    Each fetched message is decoded and type-checked first; a malformed one is rejected (logged,
+    Each delivered message is decoded and type-checked first; a malformed one is rejected (logged,
     error event) and terminated so it is never redelivered. A good message goes to `handler`
-    (one at a time) or, with `batch_handler`, the whole fetched batch goes at once (for batched
+    (one at a time) or, with `batch_handler`, the whole batch taken goes at once (for batched
     database writes). Success acks; an exception naks with `retry_delay_s`, so the message comes
     back: a failed write is retried, never dropped. Unacked messages of a consumer that died come
     back after `ack_wait_s`. Handlers must be idempotent (a redelivery can follow a lost ack).
@@ -184,7 +189,6 @@ class DurableConsumer:
         self.handler = handler
         self.batch_handler = batch_handler
         self.types = types
-        self.batch_size = batch_size
         self.ack_wait_s = ack_wait_s
         self.retry_delay_s = retry_delay_s
         self.max_ack_pending = max_ack_pending
@@ -192,113 +196,45 @@ class DurableConsumer:
         self.log = get_logger(durable=durable)
         self.num_acked = 0
         self.num_retried = 0
-        self._sub: Any = None
-        self._inbox = ""
-        self._buffer: list[Any] = []
-        self._arrived = asyncio.Event()
-        self._outstanding = 0  # messages the current pull request may still deliver
-        self._request_deadline = 0.0
+        self.pull = pull.PullConsumer(bus, subjects.AUDIT_STREAM, self.consumer_config(), batch_size=batch_size,
+                                      request_expires_s=fetch_timeout_s)
         self._task: asyncio.Task | None = None
-        self._stopping = False
 
     async def info(self) -> api.ConsumerInfo:
-        return await self.bus.js.consumer_info(subjects.AUDIT_STREAM, self.durable)
+        return await self.pull.info()
 
     def consumer_config(self) -> api.ConsumerConfig:
         """The server-side consumer (subclasses may change it, e.g. an ephemeral reader)."""
-        return api.ConsumerConfig(
-            name=self.durable,
-            durable_name=self.durable,
-            ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=self.ack_wait_s,
-            max_deliver=-1,
-            filter_subject=self.filter_subject,
-            deliver_policy=api.DeliverPolicy.ALL,
-            max_ack_pending=self.max_ack_pending,
-        )
+        return pull.durable_config(self.durable, self.filter_subject, self.ack_wait_s, self.max_ack_pending)
 
     async def start(self) -> None:
-        config = self.consumer_config()
-        try:  # create, or update the limits of an existing one
-            await self.bus.js.add_consumer(subjects.AUDIT_STREAM, config)
-        except nats.js.errors.BadRequestError as exc:  # a field that cannot change: keep the old one
-            self.log.warning("consumer_config_kept", reason=str(exc))
-            await self.bus.js.consumer_info(subjects.AUDIT_STREAM, self.durable)
-        self._inbox = self.bus.nc.new_inbox()
-        self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_delivery,
-                                                pending_msgs_limit=4 * self.batch_size + 1024)
+        await self.pull.start()
         self._task = asyncio.create_task(self._run(), name=f"consumer:{self.durable}")
 
     async def stop(self) -> None:
         """Finish the batch in hand, then stop pulling (the durable consumer stays on the server;
         delivered but unprocessed messages come back to the next consumer after ack_wait_s)."""
-        self._stopping = True
-        self._arrived.set()
+        self.pull.halt()
         task, self._task = self._task, None
         if task is not None:
             await asyncio.wait({task}, timeout=self.fetch_timeout_s + 5.0)
             if not task.done():
                 task.cancel()
                 await asyncio.wait({task}, timeout=1.0)
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # connection already closed
-                pass
-            self._sub = None
-
-    # Pulling: one pull request of `batch_size` at a time, answered by the server as messages
-    # become available; whatever has arrived is processed at once (so a lone message is handled
-    # within a round trip, and under load batches fill up). A new request goes out when the last
-    # one is used up or has ended (status 404/408/409), or after its expiry if the answer got lost
-    # (e.g. across a reconnect). Measured here: about 2x nats-py's fetch(), whose per-message
-    # wait_for tasks dominate.
-    async def _on_delivery(self, msg: Any) -> None:
-        status = msg.headers.get("Status") if msg.headers else None
-        if status is None:
-            self._buffer.append(msg)
-            self._outstanding -= 1
-        elif status != "100":  # 100 = idle heartbeat; anything else ends the request
-            self._outstanding = 0
-        self._arrived.set()
-
-    async def _pull(self) -> None:
-        request = {"batch": self.batch_size, "expires": int(self.fetch_timeout_s * 1e9)}
-        self._outstanding = self.batch_size
-        self._request_deadline = asyncio.get_running_loop().time() + self.fetch_timeout_s + 1.0
-        await self.bus.nc.publish(subjects.consumer_next(subjects.AUDIT_STREAM, self.durable),
-                                  json.dumps(request).encode(), reply=self._inbox)
+        await self.pull.stop()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._stopping:
+        while batch := await self.pull.take():
             try:
-                if self._outstanding <= 0 or loop.time() > self._request_deadline:
-                    await self._pull()
-                if not self._buffer:
-                    self._arrived.clear()
-                    try:
-                        await asyncio.wait_for(self._arrived.wait(), timeout=self.fetch_timeout_s + 1.0)
-                    except TimeoutError:
-                        continue
-                if self._buffer and not self._stopping:
-                    msgs, self._buffer = self._buffer, []
-                    await self._process(msgs)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # disconnected, server restarting: keep trying
-                if self._stopping:
-                    return
-                self.log.warning("consumer_pull_failed", error=f"{type(exc).__name__}: {exc}")
-                self._outstanding = 0
-                await asyncio.sleep(self.retry_delay_s)
+                await self._process(batch)
+            except Exception as exc:  # disconnected mid-batch: what was not acked comes back
+                self.log.warning("consumer_batch_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _process(self, msgs: list) -> None:
         accepted: list[tuple[Any, Incoming]] = []
         for raw in msgs:
-            incoming = await self.bus.accept(raw.subject, "", raw.data, self.types)
+            incoming = await pull.accept_or_term(self.bus, raw, self.types)
             if incoming is None:
-                await raw.term()  # poison: redelivering it would fail the same way forever
                 continue
             meta = raw.metadata
             incoming.num_delivered = meta.num_delivered
@@ -312,8 +248,7 @@ class DurableConsumer:
             except Exception as exc:
                 await self._retry(accepted, exc)
                 return
-            for raw, _ in accepted:
-                await raw.ack()
+            await pull.ack(raw for raw, _ in accepted)
             self.num_acked += len(accepted)
             return
         assert self.handler is not None
@@ -329,5 +264,4 @@ class DurableConsumer:
     async def _retry(self, items: list[tuple[Any, Incoming]], exc: Exception) -> None:
         await self.bus.report_failure(items[0][1], exc)
         self.num_retried += len(items)
-        for raw, _ in items:
-            await raw.nak(delay=self.retry_delay_s)
+        await pull.nak((raw for raw, _ in items), delay_s=self.retry_delay_s)
