@@ -27,7 +27,7 @@ running keep running; held calls are submitted at the first epoch without a hold
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.lru import LRU
@@ -158,17 +158,12 @@ def rank_tenants(tenants: Sequence[TenantSpec], open_tasks: Iterable[OpenTask], 
     by_tenant: dict[str, list[OpenTask]] = {}
     for task in open_tasks:
         by_tenant.setdefault(task.tenant_id, []).append(task)
-    active = sorted(by_tenant)
-    total_weight = sum(specs.get(t, TenantSpec(t)).weight for t in active)
-    recent = recent_service_s or {}
-    total_recent = sum(max(recent.get(t, 0.0), 0.0) for t in active)
+    shares = service_shares(sorted(by_tenant), lambda t: specs.get(t, TenantSpec(t)).weight, recent_service_s or {})
     rows = []
-    for tid in active:
+    for tid, (share, entitled) in shares.items():
         spec = specs.get(tid, TenantSpec(tid))
         afs, n, overdue = tenant_afs(by_tenant[tid], spec, now_s, est)
-        entitled = spec.weight / total_weight
-        share = max(recent.get(tid, 0.0), 0.0) / total_recent if total_recent > 0 else 0.0
-        over = share > entitled * (1 + est.cfg.share_tolerance)
+        over = is_over_entitled(share, entitled, est.cfg.share_tolerance)
         rows.append((over, -afs / spec.weight, tid, afs, n, overdue, share, entitled))
     rows.sort(key=lambda r: r[:3])
     return [TenantShare(tid, afs, -neg, over, n, overdue, rank,
@@ -176,6 +171,21 @@ def rank_tenants(tenants: Sequence[TenantSpec], open_tasks: Iterable[OpenTask], 
                         f"share {share:.2f} vs entitled {entitled:.2f}"
                         + ("; over-entitled" if over else "") + (f"; {overdue} overdue" if overdue else ""))
             for rank, (over, neg, tid, afs, n, overdue, share, entitled) in enumerate(rows)]
+
+
+def service_shares(active: Sequence[str], weight_of: Callable[[str], float],
+                   recent_service_s: Mapping[str, float]) -> dict[str, tuple[float, float]]:
+    """(share of the active tenants' recent service, entitled share w_i / sum of active w) per
+    active tenant, in the order given. No recent service at all: every share is 0."""
+    total_weight = sum(weight_of(t) for t in active)
+    total_recent = sum(max(recent_service_s.get(t, 0.0), 0.0) for t in active)
+    return {t: (max(recent_service_s.get(t, 0.0), 0.0) / total_recent if total_recent > 0 else 0.0,
+                weight_of(t) / total_weight) for t in active}
+
+
+def is_over_entitled(share: float, entitled: float, tolerance: float) -> bool:
+    """Above its weight's share by more than the tolerance: it goes behind the others."""
+    return share > entitled * (1 + tolerance)
 
 
 def decayed_service_s(previous_s: float, elapsed_s: float, new_service_s: float, half_life_s: float) -> float:

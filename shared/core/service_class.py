@@ -35,3 +35,12 @@ def plan_class_preemptions(waiting: Sequence[Ranked], running: Sequence[Ranked],
             break
         plan.append(Preemption(victim=rid, beneficiary=wid, reason=f"class {(wo, wkey[0])} < {(ro, rkey[0])}"))
     return plan
+
+
+TENANT_RANK_SPAN = 1 << 16  # tenant ranks inside one client priority
+
+
+def outer_class(client_priority: int, tenant_rank: int) -> int:
+    """One integer for vLLM-style queues: the client's priority first, its tenant's rank (0 =
+    capacity first) inside it."""
+    return client_priority * TENANT_RANK_SPAN + min(max(tenant_rank, 0), TENANT_RANK_SPAN - 1)

@@ -7,6 +7,7 @@ modeled (or measured) step time; completions in the report happen at `now_s + du
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,6 +36,7 @@ class EngineCall:
     seq: int  # driver-wide submission order (deterministic ties)
     oracle_remaining_s: float = 0.0  # SRPT oracle only: the program's remaining service estimate
     expected_remaining_s: float | None = None  # SERPT: learned estimate at submit (None: none yet)
+    tenant: str = ""  # whose fair share the call counts against ("": none known)
 
     @property
     def prompt_tokens(self) -> int:
@@ -100,6 +102,12 @@ class Engine(Protocol):
 
     def primary_hit_tokens(self, prompt_segments: tuple[Segment, ...]) -> int:
         """How many prompt tokens this engine's prefix cache holds right now (routing hint)."""
+
+    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, tenant_of: Mapping[str, str],
+                         missing_rank: int | None = None) -> None:
+        """The tenants' order (0 = capacity first) ahead of the policy key; a call's tenant is its
+        own (`EngineCall.tenant`), else its program's in `tenant_of`; a tenant not ranked gets
+        `missing_rank` (None: behind every ranked one)."""
 
 
 @dataclass

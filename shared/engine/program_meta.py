@@ -20,7 +20,7 @@ from shared.protocol.ids import id_problem
 
 EXTRA_ARGS_KEY = "autellix"
 FLAT_PREFIX = "autellix_"
-_STR_FIELDS = ("program_id", "thread_id", "call_id")
+_STR_FIELDS = ("program_id", "thread_id", "call_id", "tenant")
 _FLOAT_FIELDS = ("program_arrival_s", "oracle_remaining_s", "expected_remaining_s")
 _INT_FIELDS = ("seq",)
 KNOWN_FIELDS = frozenset(_STR_FIELDS + _FLOAT_FIELDS + _INT_FIELDS)
@@ -35,6 +35,7 @@ class ProgramMeta:
     seq: int | None = None  # driver-wide submission order; None: the engine's own order
     call_id: str | None = None  # the mesh's call id, when vLLM's request id is its own
     expected_remaining_s: float | None = None  # SERPT: the program's learned estimate at submit
+    tenant: str = ""  # whose fair share the call counts against ("": none given)
 
 
 def flat_program_args(program_id: str, thread_id: str, call_id: str, **fields: Any) -> dict:
@@ -104,4 +105,5 @@ def parse_program_meta(extra_args: Any, request_id: str) -> ProgramMeta:
         expected_remaining_s=None if expected is None else _check_float("expected_remaining_s", expected, request_id),
         seq=seq,
         call_id=None if meta.get("call_id") is None else _check_id("call_id", meta["call_id"], request_id),
+        tenant="" if meta.get("tenant") is None else _check_id("tenant", meta["tenant"], request_id),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from shared.core.mlfq import MlfqConfig
 from shared.core.policy import CallView, SchedulingPolicy, parse_policy
 from shared.core.preemption import Preemption
-from shared.core.service_class import plan_class_preemptions, strictly_better
+from shared.core.service_class import outer_class, plan_class_preemptions, strictly_better
 from shared.core.starvation import StarvationConfig, should_promote
 from shared.engine.api import DictProgramDirectory, ProgramDirectory
 from shared.engine.program_meta import ProgramMeta
@@ -92,7 +92,9 @@ class CallState:
     submit_epoch: int
     thread_service_at_submit_s: float
     prompt_tokens: int
-    outer: int = 0  # class of service ahead of the policy key (vLLM's request priority)
+    outer: int = 0  # class of service ahead of the policy key: client priority, then tenant rank
+    client_priority: int = 0  # vLLM's request priority as the client gave it
+    tenant: str = ""  # whose fair share the call counts against ("": none known)
     epoch: int = 0  # the program's ledger epoch these figures belong to
     attained_s: float = 0.0  # own service since the program's last promotion
     service_s: float = 0.0  # own service in total
@@ -145,10 +147,12 @@ class ProgramScheduleState:
         self._next_key_refresh_s = float("-inf")
         self._dirty: set[str] = set()  # programs to re-read at the next refresh
         self._steps_since_decision = settings.preemption_interval_steps - 1  # the first step may decide
+        self._tenant_ranks: Mapping[str, int] | None = None  # None: no tenant order (one class)
+        self._missing_rank: int | None = None  # rank of a tenant not in the ranks (None: behind all)
 
     # --- admission and removal ---------------------------------------------------------------
     def admit(self, call_id: str, meta: ProgramMeta, arrival_s: float, prompt_tokens: int,
-              now_s: float, outer: int = 0) -> CallState:
+              now_s: float, client_priority: int = 0, tenant: str = "") -> CallState:
         if call_id in self.calls:
             raise ValueError(f"duplicate request id {call_id!r}")
         ledger = self.directory.ledger(meta.program_id)
@@ -160,8 +164,9 @@ class ProgramScheduleState:
             oracle_remaining_s=meta.oracle_remaining_s, expected_remaining_s=meta.expected_remaining_s,
             submit_epoch=ledger.epoch,
             thread_service_at_submit_s=ledger.thread_service(meta.thread_id), prompt_tokens=prompt_tokens,
-            outer=outer, epoch=ledger.epoch, waiting_since_s=now_s,
+            client_priority=client_priority, tenant=tenant, epoch=ledger.epoch, waiting_since_s=now_s,
         )
+        call.outer = self._outer_of(call)
         self.calls[call_id] = call
         self._by_program.setdefault(meta.program_id, set()).add(call_id)
         self._rekey(call)
@@ -183,6 +188,32 @@ class ProgramScheduleState:
         """The program's ledger changed outside a step (an update or promotion from the mesh):
         its calls are re-keyed at the next refresh."""
         self._dirty.add(program_id)
+
+    # --- tenant order ------------------------------------------------------------------------
+    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, missing_rank: int | None = None) -> list[CallState]:
+        """The tenants' order (0 = capacity first), e.g. the controller's fair-share classes; a
+        tenant not in `ranks` gets `missing_rank` (None: behind every ranked tenant). Returns the
+        calls whose class changed: the shell re-sorts its queues (preemption reads `outer`)."""
+        self._tenant_ranks = None if ranks is None else dict(ranks)
+        self._missing_rank = missing_rank
+        changed = []
+        for call in self.calls.values():
+            outer = self._outer_of(call)
+            if outer != call.outer:
+                call.outer = outer
+                changed.append(call)
+        return changed
+
+    def retag_tenant(self, call: CallState, tenant: str) -> None:
+        call.tenant = tenant
+        call.outer = self._outer_of(call)
+
+    def _outer_of(self, call: CallState) -> int:
+        ranks = self._tenant_ranks
+        if ranks is None:
+            return outer_class(call.client_priority, 0)
+        missing = len(ranks) if self._missing_rank is None else self._missing_rank
+        return outer_class(call.client_priority, ranks.get(call.tenant, missing))
 
     # --- keys --------------------------------------------------------------------------------
     def view(self, call: CallState) -> CallView:

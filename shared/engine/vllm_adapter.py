@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
@@ -38,6 +39,7 @@ from vllm.v1.engine.core import EngineCore  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
+from shared.core.service_class import outer_class  # noqa: E402
 from shared.engine.api import CallCompletion  # noqa: E402
 from shared.engine.program_directory import CachedProgramDirectory  # noqa: E402
 from shared.engine.program_meta import ProgramMeta, parse_program_meta  # noqa: E402
@@ -106,7 +108,8 @@ class _CallTracking(VllmRetention):
         if meta.call_id is not None:
             self._mesh_call_ids[request.request_id] = meta.call_id
         call = self.program_state.admit(request.request_id, meta, request.arrival_time,
-                                        request.num_prompt_tokens, self.now_s(), outer=request.priority)
+                                        request.num_prompt_tokens, self.now_s(),
+                                        client_priority=request.priority, tenant=meta.tenant)
         if problem is None:
             self._on_admit(request, call)
         super().add_request(request)
@@ -236,10 +239,14 @@ class _CallTracking(VllmRetention):
 
     def autellix_apply(self, ops: list) -> int:
         """Program-service updates, promotions and closes, in order: ("update", program, S_p, W_p,
-        {thread: s_T}, epoch, completed), ("promote", program, epoch), ("close", program)."""
+        {thread: s_T}, epoch, completed), ("promote", program, epoch), ("close", program), and the
+        controller's tenant classes ("tenants", {tenant: class}; a tenant not listed: class 0)."""
         directory = self.program_state.directory
         for op in ops:
             kind, program_id = op[0], op[1]
+            if kind == "tenants":
+                self.apply_tenant_ranks({str(t): int(c) for t, c in dict(op[1]).items()}, missing_rank=0)
+                continue
             if kind == "update":
                 directory.apply_update(program_id, float(op[2]), float(op[3]), dict(op[4]), int(op[5]), int(op[6]))
             elif kind == "promote":
@@ -248,6 +255,10 @@ class _CallTracking(VllmRetention):
                 directory.close(program_id)
             self.program_state.mark_dirty(program_id)
         return len(ops)
+
+    def apply_tenant_ranks(self, ranks: Mapping[str, int] | None, missing_rank: int | None) -> None:
+        """The tenants' order ahead of the policy key (see ProgramScheduleState.set_tenant_ranks)."""
+        self._on_keys_changed(self.program_state.set_tenant_ranks(ranks, missing_rank))
 
     def autellix_drain(self) -> dict:
         """Finished calls' accounting since the last drain, and the engine's load."""
@@ -281,7 +292,7 @@ class _ProgramAware(_CallTracking):
     def _key_of(self, request: Request) -> tuple:
         """vLLM's own priority first (classes of service), then the policy key inside it."""
         call = self.program_state.calls.get(request.request_id)
-        return self.program_state.full_key(call) if call is not None else (request.priority,)
+        return self.program_state.full_key(call) if call is not None else (outer_class(request.priority, 0),)
 
     def _on_admit(self, request: Request, call: CallState) -> None:
         pass  # the client's priority stays as given: it is the outer key

@@ -12,7 +12,7 @@ This module does not import vLLM itself; it reaches it through `shared.engine.vl
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,9 +127,14 @@ class EmulatedVllmEngine:
         if -(-total // self._va.BLOCK_SIZE) > self.num_kv_blocks:
             raise ValueError(f"call {call.call_id}: {total} tokens exceed the KV cache "
                              f"({self.num_kv_blocks} blocks of {self._va.BLOCK_SIZE})")
-        extra = {EXTRA_ARGS_KEY: {"program_id": call.program_id, "thread_id": call.thread_id,
-                                  "program_arrival_s": call.program_arrival_s, "seq": call.seq,
-                                  "oracle_remaining_s": call.oracle_remaining_s}}
+        meta = {"program_id": call.program_id, "thread_id": call.thread_id,
+                "program_arrival_s": call.program_arrival_s, "seq": call.seq,
+                "oracle_remaining_s": call.oracle_remaining_s}
+        if call.expected_remaining_s is not None:
+            meta["expected_remaining_s"] = call.expected_remaining_s
+        if call.tenant:
+            meta["tenant"] = call.tenant
+        extra = {EXTRA_ARGS_KEY: meta}
         request = self._va.make_request(call.call_id, self._tokens.prompt(call.prompt_segments),
                                         call.max_output_tokens, call.arrival_s, extra)
         self.sched.set_clock(now_s)
@@ -141,6 +146,14 @@ class EmulatedVllmEngine:
         # the call's output is its `out:<id>` segment, so later prompts repeating it hit the cache
         self._out_tokens[call.call_id] = self._tokens.tokens(
             output_segment_id(call.call_id), call.max_output_tokens).tolist()
+
+    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, tenant_of: Mapping[str, str],
+                         missing_rank: int | None = None) -> None:
+        state = self.sched.program_state
+        for call in state.calls.values():
+            if not call.tenant and call.program_id in tenant_of:
+                state.retag_tenant(call, tenant_of[call.program_id])
+        self.sched.apply_tenant_ranks(ranks, missing_rank)
 
     def _next_token(self, call_id: str, index: int) -> int:
         out = self._out_tokens.get(call_id)

@@ -30,7 +30,8 @@ class PriorityMixin:
             self.policy, cfg.starvation, preemption_interval_steps=cfg.preemption_interval_steps,
             starvation_check_interval_s=cfg.starvation_check_interval_s,
             key_refresh_interval_s=cfg.key_refresh_interval_s), self.programs)
-        self._tenant_ranks: dict[str, int] | None = None  # None: no Agent Fair Share (one outer class)
+        self._tenant_ranks: dict[str, int] | None = None  # None: no tenant order (one outer class)
+        self._missing_rank: int | None = None
         self._tenant_of: Mapping[str, str] = {}
 
     def _admit_call(self, seq: Seq, now_s: float) -> None:
@@ -39,28 +40,27 @@ class PriorityMixin:
                            program_arrival_s=call.program_arrival_s, oracle_remaining_s=call.oracle_remaining_s,
                            seq=call.seq, expected_remaining_s=call.expected_remaining_s)
         seq.sc = self.sched.admit(seq.call_id, meta, call.arrival_s, seq.prompt_tokens, now_s,
-                                  outer=self._outer_of(seq.program_id))
+                                  tenant=self._tenant_for(seq))
 
-    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, tenant_of: Mapping[str, str]) -> None:
-        """Agent Fair Share: the controller's tenant order (0 = capacity first) at an epoch, and
-        each program's tenant. A call's tenant rank is its outer class (as vLLM's priority is in
-        the vLLM shell); a change re-keys the waiting queue (once per epoch: bounded churn). A
-        tenant missing from `ranks` goes behind every ranked one."""
+    def set_tenant_ranks(self, ranks: Mapping[str, int] | None, tenant_of: Mapping[str, str],
+                         missing_rank: int | None = None) -> None:
+        """The tenants' order (0 = capacity first: the simulator's Agent Fair Share epoch, or the
+        live controller's fair-share classes) and each program's tenant. A call's tenant rank is
+        its outer class (as vLLM's priority is in the vLLM shell); a change re-keys the waiting
+        queue (once per epoch: bounded churn). A tenant missing from `ranks` gets `missing_rank`
+        (None: behind every ranked one)."""
         self._tenant_of = tenant_of
         new = None if ranks is None else dict(ranks)
-        if new == self._tenant_ranks:
+        if new == self._tenant_ranks and missing_rank == self._missing_rank:
             return
-        self._tenant_ranks = new
+        self._tenant_ranks, self._missing_rank = new, missing_rank
         for seq in self.seqs.values():
-            seq.sc.outer = self._outer_of(seq.program_id)
+            self.sched.retag_tenant(seq.sc, self._tenant_for(seq))
+        self.sched.set_tenant_ranks(new, missing_rank)
         self.waiting.rekey_all(lambda s: full_key(s.sc))
 
-    def _outer_of(self, program_id: str) -> int:
-        ranks = self._tenant_ranks
-        if ranks is None:
-            return 0
-        tenant = self._tenant_of.get(program_id)
-        return ranks.get(tenant, len(ranks)) if tenant is not None else len(ranks)
+    def _tenant_for(self, seq: Seq) -> str:
+        return seq.call.tenant or self._tenant_of.get(seq.program_id, "")
 
     # ---- service, charged lazily
     def _charge(self, seq: Seq) -> CallState:
