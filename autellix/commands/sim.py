@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 
+from loadgen.sim.arrivals import ARRIVAL_REGIMES, parse_regime
 from loadgen.sim.cli_modes import refuse_foreign_options
 from loadgen.sim.engines import (
     BATCHING_MODES,
@@ -19,6 +20,7 @@ from loadgen.sim.engines import (
 )
 from loadgen.sim.experiment import ExperimentConfig
 from loadgen.sim.kv_cli import DEFAULT_MAX_NUM_SEQS, add_kv_arguments, is_kv_mode, parse_beta, run_kv
+from loadgen.sim.regimes import DEFAULT_REGIME_PROGRAMS
 from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
@@ -41,6 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rates.add_argument("--rates", help="comma list of program arrival rates (programs/s)")
     rates.add_argument("--sweep", action="store_true", help="search rates per policy (default)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--arrivals", default=None,
+                   help=f"arrival regime, one of: {', '.join(ARRIVAL_REGIMES)} (default poisson; burst: 2x the "
+                        "point's rate for 60 s every 600 s; diurnal: 0.5-1.5x over the run); throughput sweep only")
+    p.add_argument("--regimes", action="store_true",
+                   help="also report mean/p99 at 80/90/95%% of FCFS's max rate and overload (1.2x, bursts): "
+                        "completion time by size class and goodput; needs fcfs among --policies")
+    p.add_argument("--regime-programs", type=int, default=None,
+                   help=f"with --regimes: programs per run (default {DEFAULT_REGIME_PROGRAMS})")
     slo = p.add_mutually_exclusive_group()
     slo.add_argument("--slo", help="absolute SLO(s) on mean normalized latency, s/token (comma list)")
     slo.add_argument("--slo-multiple", default=None,
@@ -107,8 +117,19 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         raise ValueError(f"--max-programs ({max_programs}) must be >= --programs ({num_programs})")
     if bisect < 0:
         raise ValueError(f"--bisect-steps must be >= 0, got {bisect}")
+    policies = parse_variants(args.policies or ",".join(DEFAULT_POLICIES))
+    if args.regime_programs is not None and not args.regimes:
+        raise ValueError("--regime-programs sets the runs of --regimes: add --regimes")
+    regime_programs = None
+    if args.regimes:
+        regime_programs = DEFAULT_REGIME_PROGRAMS if args.regime_programs is None else args.regime_programs
+        if regime_programs < 3:
+            raise ValueError(f"--regime-programs must be at least 3 (one per size class), got {regime_programs}")
+        if "fcfs" not in [v.name for v in policies]:
+            raise ValueError("--regimes reports at fractions of FCFS's capacity: add fcfs to --policies")
     return ExperimentConfig(
-        workload=args.workload, policies=parse_variants(args.policies or ",".join(DEFAULT_POLICIES)),
+        workload=args.workload, arrivals=parse_regime(args.arrivals or "poisson"),
+        regime_programs=regime_programs, policies=policies,
         num_engines=args.engines, engine=engine, router=parse_router(args.router or "locality"),
         locality_threshold_tokens=args.locality_threshold,
         seed=args.seed, num_programs=num_programs,

@@ -21,6 +21,9 @@ SWEEP_ONLY = {
     "max_programs": "--max-programs",
     "no_doubling_check": "--no-doubling-check",
     "quick": "--quick",
+    "arrivals": "--arrivals",
+    "regimes": "--regimes",
+    "regime_programs": "--regime-programs",
 }
 KV_ONLY = {
     "slo_task_multiple": "--slo-task-multiple",
@@ -30,6 +33,7 @@ KV_HINTS = {  # what to use in the KV mode instead
     "slo": "the KV mode's SLO is per tenant class: --slo-task-multiple",
     "slo_multiple": "the KV mode's SLO is per tenant class: --slo-task-multiple",
     "sweep": "the KV mode runs at one rate: --rates R",
+    "arrivals": "the KV mode runs steady Poisson arrivals at --rates R",
 }
 
 

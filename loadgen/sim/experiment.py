@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loadgen.sim.arrivals import regime_arrivals
 from loadgen.sim.engines import EngineOptions, build_engines
 from loadgen.sim.oracle import IsolatedCallTime
 from loadgen.sim.search import SearchPlan, SearchResult, doubling_consistent, search_max_rate
 from loadgen.sim.simulator import SimConfig, Simulation
 from loadgen.sim.stability import StabilityRule, crossing_from_points, judge
 from loadgen.sim.variants import VARIANTS, PolicyVariant
-from loadgen.workloads.arrivals import poisson_arrivals
 from loadgen.workloads.registry import make_programs
 from loadgen.workloads.spec import ProgramSpec
 from shared.core.policy import SchedulingPolicy
@@ -40,6 +40,8 @@ class ExperimentConfig:
     locality_threshold_tokens: int = 2048
     seed: int = 0
     num_programs: int = 200
+    arrivals: str = "poisson"  # arrival regime (loadgen/sim/arrivals.py); the rate is its reference rate
+    regime_programs: int | None = None  # programs per run of the regimes report (None: no report)
     rates: tuple[float, ...] | None = None  # None: search (--sweep)
     slo_s: tuple[float, ...] | None = None  # absolute SLOs (s/token); None: multiples of unloaded
     slo_multiples: tuple[float, ...] = (5.0, 10.0)
@@ -67,6 +69,9 @@ class Experiment:
         self.unloaded: dict | None = None
 
     # -- building blocks --------------------------------------------------------------------------
+
+    def progress(self, message: str) -> None:
+        self._progress(message)
 
     def programs(self, n: int) -> list[ProgramSpec]:
         if n not in self._programs:
@@ -109,16 +114,27 @@ class Experiment:
         base = self.measure_unloaded()["mean_norm_latency_s"]
         return [{"label": f"{m:g}x", "multiple": m, "slo_s": m * base} for m in self.config.slo_multiples]
 
+    def time_cap_s(self, programs: list[ProgramSpec], arrivals: list[float]) -> float:
+        """Virtual-time cap of a run: generous, 50x the mean unloaded program time, and 50x the
+        largest program's tokens at the unloaded per-token latency (one very long conversation
+        must not end a stable run), after the arrival span."""
+        span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
+        unloaded = self.measure_unloaded()
+        largest_s = max(p.output_tokens for p in programs) * unloaded["mean_norm_latency_s"]
+        return arrivals[-1] + max(span, self.config.cap_unloaded_durations
+                                  * max(unloaded["mean_response_s"], largest_s))
+
+    def outcome(self, variant: PolicyVariant, programs: list[ProgramSpec], arrivals: list[float],
+                max_in_system: int | None = None):
+        """One run of these programs at these arrival times, with the run's time cap: its records."""
+        return self._simulate(variant, programs, arrivals, self.time_cap_s(programs, arrivals),
+                              max_in_system=max_in_system)
+
     def _run_sized(self, variant: PolicyVariant, rate: float, n: int) -> dict:
         cfg = self.config
-        arrivals = poisson_arrivals(rate, n, cfg.seed)
-        span = arrivals[-1] - arrivals[0] if n > 1 else 0.0
-        unloaded = self.measure_unloaded()
+        arrivals = regime_arrivals(cfg.arrivals, rate, n, cfg.seed)
         programs = self.programs(n)
-        # generous: 50x the mean unloaded program time, and 50x the largest program's tokens at the
-        # unloaded per-token latency (one very long conversation must not end a stable run)
-        largest_s = max(p.output_tokens for p in programs) * unloaded["mean_norm_latency_s"]
-        cap = arrivals[-1] + max(span, cfg.cap_unloaded_durations * max(unloaded["mean_response_s"], largest_s))
+        cap = self.time_cap_s(programs, arrivals)
         t0 = time.perf_counter()
         # a run sized for its steady state holds about n / little_factor programs at once
         limit = max(n // 2, 50)

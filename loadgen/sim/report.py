@@ -6,7 +6,9 @@ import resource
 import time
 from collections.abc import Callable
 
+from loadgen.sim.arrivals import describe
 from loadgen.sim.experiment import Experiment, ExperimentConfig
+from loadgen.sim.regimes import regimes_report
 from loadgen.sim.variants import VARIANTS
 
 PROGRAM_AWARE = ("plas", "atlas", "serpt")
@@ -102,6 +104,7 @@ def run_experiment(config: ExperimentConfig, progress: Callable[[str], None] | N
         "engine": config.engine.to_json(),
         "seed": config.seed,
         "num_programs": config.num_programs,
+        "arrivals": describe(config.arrivals),
         "mode": "rates" if config.rates else "sweep",
         "slo": slos[0]["slo_s"],
         "slo_label": slos[0]["label"],
@@ -114,6 +117,8 @@ def run_experiment(config: ExperimentConfig, progress: Callable[[str], None] | N
         "ratios": ratios(policies, labels),
         "starvation_check": starvation_check(exp, policies),
         "tails_at_fcfs_capacity": tails_at_fcfs_capacity(exp, policies),
+        # 80/90/95% of FCFS's capacity and overload, on long runs (--regimes)
+        "regimes": regimes_report(exp, policies, config.regime_programs) if config.regime_programs else None,
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "wall_s": round(time.perf_counter() - t0, 2),
     }

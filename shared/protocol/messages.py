@@ -358,6 +358,21 @@ class EngineQueueSnapshot:
     taken_at_ns: int = 0
     waiting: list[WaitingCall] = field(default_factory=list)
     running_call_ids: list[str] = field(default_factory=list)
+    # engine time of the calls this agent completed since it started, per tenant (cumulative, so a
+    # lost snapshot loses nothing: the controller charges the difference)
+    tenant_service_s: dict[str, float] = field(default_factory=dict)
+
+
+@message("tenant.shares")
+@_wire
+class TenantShares:
+    """Event (core NATS, periodic; controller -> engines): the tenants whose calls go behind the
+    others' (class 1; a tenant not listed is class 0), and each active tenant's decayed service."""
+    TYPE: ClassVar[str]
+    classes: dict[str, int] = field(default_factory=dict)
+    service_s: dict[str, float] = field(default_factory=dict)
+    half_life_s: float = 0.0
+    decided_at_ns: int = 0
 
 
 # ---------------------------------------------------------------------------------------------

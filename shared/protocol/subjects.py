@@ -9,6 +9,7 @@ Hierarchy (`autellix.` prefix):
     hb.engine.<engine_id>             EngineHeartbeat     core (loss harmless: the next one comes)
     state.engine.<engine_id>.queue    EngineQueueSnapshot core
     state.program.<program_id>        ProgramServiceUpdated core
+    state.tenants                     TenantShares        core (controller -> engines)
     events.<program_id>.<type>        lifecycle events    JetStream stream AUDIT (durable)
     completions.<program_id>          CallCompleted       JetStream stream COMPLETIONS (work queue)
     errors.<service>                  ErrorRaised         core
@@ -90,6 +91,10 @@ def engine_queue(engine_id: str) -> str:
 
 def all_engine_queues() -> str:
     return f"{PREFIX}.state.engine.*.queue"
+
+
+def tenant_shares() -> str:
+    return f"{PREFIX}.state.tenants"
 
 
 def program_service(program_id: str) -> str:

@@ -9,7 +9,7 @@ role's messages:
   stream's and the audit copy) and the token chunks;
 - only the process table publishes program-service updates and session events, and only it may
   change stream limits;
-- only the controller publishes promotions; only the router places calls on engines' behalf of
+- only the controller publishes promotions and tenant shares; only the router places calls on engines' behalf of
   the API (the API also cancels);
 - request replies go through `allow_responses` (a responder may answer what it was asked, once),
   and every role's inbox is `_INBOX.<role>.>`, readable by that role alone: a token stream (the
@@ -109,13 +109,13 @@ PERMISSIONS: dict[str, Permissions] = {
         *_events(m.CallStarted, m.CallPreempted, m.CallCompleted),
         f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
         subscribe=[f"{P}.cmd.engine.*", subjects.all_program_services(), subjects.all_engine_heartbeats(),
-                   *_events(m.ProgramPromoted, m.SessionClosed)]),
+                   subjects.tenant_shares(), *_events(m.ProgramPromoted, m.SessionClosed)]),
     PROCESS_TABLE: _service(PROCESS_TABLE, publish=[
         subjects.all_program_services(), *_events(m.SessionOpened, m.SessionClosed),
         *[f"{JS}.STREAM.UPDATE.{s}" for s in STREAMS]],
         subscribe=[subjects.session_open(), subjects.session_close(), subjects.session_lookup(),
                    *_events(m.CallSubmitted)]),  # calls in flight: idle expiry waits for them
-    CONTROLLER: _service(CONTROLLER, publish=[*_events(m.ProgramPromoted)], subscribe=[
+    CONTROLLER: _service(CONTROLLER, publish=[*_events(m.ProgramPromoted), subjects.tenant_shares()], subscribe=[
         subjects.all_engine_queues(), subjects.all_program_services(), *_events(m.SessionClosed)]),
     # read-only: health requests, its own ephemeral, unacknowledged readers of the audit stream
     CLI: Permissions(

@@ -42,7 +42,9 @@ SAMPLES = [
     m.EngineHeartbeat(engine_id="e0", queue_depth=3, running_calls=8, kv_used_blocks=10, kv_total_blocks=100,
                       kv_use=0.1, load=1234.0),
     m.EngineQueueSnapshot(engine_id="e0", taken_at_ns=3, waiting=[
-        m.WaitingCall(call_id="c2", program_id="p2", wait_s=1.0, service_s=0.0, level=1)], running_call_ids=["c1"]),
+        m.WaitingCall(call_id="c2", program_id="p2", wait_s=1.0, service_s=0.0, level=1)], running_call_ids=["c1"],
+        tenant_service_s={"acme": 2.5}),
+    m.TenantShares(classes={"acme": 1}, service_s={"acme": 2.5, "beta": 0.5}, half_life_s=30.0, decided_at_ns=9),
     m.ErrorReply(code="not_found", description="no session s9"),
     m.OkReply(),
     m.ErrorRaised(service="router", code="bad_request", description="x", subject="a.b"),

@@ -133,7 +133,8 @@ def test_emulated_engine_takes_the_limits_in_the_sweep(seen):
 SWEEP_ONLY_ARGV = {"sweep": ["--sweep"], "slo": ["--slo", "0.1"], "slo_multiple": ["--slo-multiple", "5"],
                    "prefix_cache": ["--no-prefix-cache"], "bisect_steps": ["--bisect-steps", "2"],
                    "max_programs": ["--max-programs", "50"], "no_doubling_check": ["--no-doubling-check"],
-                   "quick": ["--quick"]}
+                   "quick": ["--quick"], "arrivals": ["--arrivals", "burst"], "regimes": ["--regimes"],
+                   "regime_programs": ["--regime-programs", "50"]}
 
 
 @pytest.mark.parametrize("dest", list(SWEEP_ONLY))
