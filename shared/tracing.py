@@ -7,6 +7,12 @@ pays one boolean test per message. When on, the trace context rides in NATS mess
 dispatcher opens a consumer span under it, so every service a call crosses joins the client's
 trace. Spans are exported by a background thread in batches with a bounded queue: a collector that
 is down or slow drops spans, never holds up a call.
+
+Only a sampled trace costs more than that test (measured, docs/results/tracing_cost.json): the
+sampler (`OTEL_TRACES_SAMPLER`, parent-based by default) decides once, at the call's first span; an
+unsampled span is never made current, so nothing downstream is injected, sent in a header, parsed
+or spanned. The context crosses in W3C trace-context form only (`traceparent`, `tracestate`),
+written by that propagator directly rather than through the global composite one.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 TRACEPARENT = "traceparent"  # the W3C header a traced message or HTTP request carries
@@ -24,6 +31,7 @@ EXPORT_TIMEOUT_S = 2.0  # one export attempt; the exporter retries in its own th
 
 _enabled = False
 _tracer: trace.Tracer = trace.NoOpTracer()
+_w3c = TraceContextTextMapPropagator()
 
 
 def tracing_requested(environ: Mapping[str, str] = os.environ) -> bool:
@@ -58,26 +66,36 @@ def enabled() -> bool:
 
 
 def outgoing_headers() -> dict[str, str] | None:
-    """NATS headers carrying the current trace context; None when off or outside any span."""
+    """NATS (or HTTP) headers carrying the current trace context; None when off, outside any
+    span, or when the current trace is not sampled (its hops would make no spans anyway)."""
     if not _enabled:
         return None
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return carrier or None
+    _w3c.inject(carrier)
+    return carrier
 
 
 @contextmanager
 def span_from(name: str, headers: Mapping[str, str] | None, kind: trace.SpanKind,
               attributes: Mapping[str, str] | None = None) -> Iterator[trace.Span | None]:
-    """A span whose parent is the context in `headers` (a message's or an HTTP request's); the
-    span is current inside the block, so what the block publishes carries it on."""
+    """A span whose parent is the context in `headers` (a message's or an HTTP request's), or a
+    new trace's root when they carry none; current inside the block, so what the block publishes
+    carries it on. Yields None when tracing is off or the sampler leaves this trace out: such a
+    span is not made current (nothing downstream is traced) and the caller sets no attributes."""
     if not _enabled:
         yield None
         return
-    parent = propagate.extract(headers or {})
-    token = otel_context.attach(parent)
+    parent = _w3c.extract(headers or {})  # a fresh context (a new trace) when they carry none
+    span = _tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+    if not span.is_recording():
+        yield None
+        return
+    token = otel_context.attach(trace.set_span_in_context(span, parent))
     try:
-        with _tracer.start_as_current_span(name, kind=kind, attributes=dict(attributes or {})) as span:
+        with span:  # ends it; records an exception that leaves the block, with an error status
             yield span
     finally:
         otel_context.detach(token)
@@ -85,17 +103,23 @@ def span_from(name: str, headers: Mapping[str, str] | None, kind: trace.SpanKind
 
 @contextmanager
 def child_span(name: str, attributes: Mapping[str, str] | None = None) -> Iterator[trace.Span | None]:
-    """A span under the current one (e.g. a task started by a traced handler)."""
-    if not _enabled:
+    """A span under the current one (e.g. a task started by a traced handler); None (and no span)
+    when the current trace is not sampled or there is none."""
+    if not _enabled or not trace.get_current_span().is_recording():
         yield None
         return
-    with _tracer.start_as_current_span(name, attributes=dict(attributes or {})) as span:
+    with _tracer.start_as_current_span(name, attributes=attributes) as span:
         yield span
 
 
+def trace_id_of(span: trace.Span | None) -> str:
+    """A recorded span's trace id in hex ('' for None): the trace a log line can be looked up in."""
+    return format(span.get_span_context().trace_id, "032x") if span is not None else ""
+
+
 def current_trace_id() -> str:
-    """The current span's trace id in hex ('' when off or outside a span): for log lines."""
+    """The current recorded span's trace id in hex ('' when off, outside a span or unsampled)."""
     if not _enabled:
         return ""
-    ctx = trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid else ""
+    span = trace.get_current_span()
+    return trace_id_of(span) if span.is_recording() else ""

@@ -13,7 +13,7 @@ Gauges are set from the agent's state loop (the event loop's thread), never comp
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -130,6 +130,7 @@ class EngineMetrics:
             self._vllm_preemptions = v.preemptions.labels(*labels)
             self._prompt, self._generation = v.prompt_tokens.labels(*labels), v.generation_tokens.labels(*labels)
             self._labels = labels
+            self._success = lru_cache(maxsize=64)(lambda reason: v.success.labels(*labels, reason))
         self._running_calls = RUNNING_CALLS.labels(engine_id)
         self._levels_seen: set[str] = set()
 
@@ -154,7 +155,7 @@ class EngineMetrics:
             self._vllm_preemptions.inc(done.preemptions)
             self._prompt.inc(done.prompt_tokens)
             self._generation.inc(done.output_tokens)
-            self.vllm.success.labels(*self._labels, done.finish_reason).inc()
+            self._success(done.finish_reason).inc()
 
     # --- per state tick ---------------------------------------------------------------------------
     def state(self, hb: m.EngineHeartbeat, snapshot: m.EngineQueueSnapshot, engine_stats: dict | None) -> None:
@@ -195,15 +196,27 @@ def metrics_for(agent) -> EngineMetrics:
     return found
 
 
+# a label lookup costs several times the increment (docs/results/tracing_cost.json): each engine's
+# children are looked up once (engine ids and finish reasons are a handful)
+_completed_calls = lru_cache(maxsize=1024)(COMPLETED_CALLS.labels)
+
+
+@lru_cache(maxsize=1024)
+def _per_engine(engine_id: str) -> tuple:
+    return tuple(c.labels(engine_id) for c in (PREEMPTIONS, RECOMPUTED_TOKENS, PREFIX_HIT_TOKENS, SERVICE_SECONDS,
+                                                WAIT_SECONDS))
+
+
 def count_completion(done: m.CallCompleted) -> None:
     """Every backend's completions (CompletionPublisher calls this for each CallCompleted)."""
     engine_id = done.engine_id
-    COMPLETED_CALLS.labels(engine_id, done.finish_reason).inc()
-    PREEMPTIONS.labels(engine_id).inc(done.preemptions)
-    RECOMPUTED_TOKENS.labels(engine_id).inc(done.recomputed_tokens)
-    PREFIX_HIT_TOKENS.labels(engine_id).inc(done.prefix_hit_tokens)
-    SERVICE_SECONDS.labels(engine_id).inc(done.service_s)
-    WAIT_SECONDS.labels(engine_id).inc(done.wait_s)
+    _completed_calls(engine_id, done.finish_reason).inc()
+    preemptions, recomputed, prefix_hits, service, wait = _per_engine(engine_id)
+    preemptions.inc(done.preemptions)
+    recomputed.inc(done.recomputed_tokens)
+    prefix_hits.inc(done.prefix_hit_tokens)
+    service.inc(done.service_s)
+    wait.inc(done.wait_s)
     agent_metrics = _BY_ENGINE.get(engine_id)
     if agent_metrics is not None:
         agent_metrics.completed(done)

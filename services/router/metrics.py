@@ -3,6 +3,8 @@ work-stealing moves, and the engines it sees live."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from prometheus_client import Counter, Gauge
 
 DECISIONS = Counter("autellix_router_decisions", "Calls placed on an engine, by the kind of decision",
@@ -26,5 +28,8 @@ def reason_class(reason: str) -> str:
     return "other"
 
 
+_decisions = lru_cache(maxsize=1024)(DECISIONS.labels)  # a label lookup costs more than the increment
+
+
 def count_decision(reason: str, engine_id: str) -> None:
-    DECISIONS.labels(reason_class(reason), engine_id).inc()
+    _decisions(reason_class(reason), engine_id).inc()

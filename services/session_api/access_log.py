@@ -28,6 +28,14 @@ def _span_name(method: str, path: str) -> str:
     return f"{method} {route}"
 
 
+def _answer_attributes(status: int, req) -> dict:
+    found = {"http.response.status_code": status}
+    for name in ("program_id", "call_id", "engine_id"):
+        if value := getattr(req, name):
+            found[f"autellix.{name}"] = value
+    return found
+
+
 def _headers(scope) -> dict[str, str]:
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
             if k in (b"traceparent", b"tracestate")}
@@ -51,15 +59,12 @@ class AccessLog:
         try:
             with tracing.span_from(_span_name(method, path), _headers(scope), SpanKind.SERVER,
                                    {"http.request.method": method, "url.path": path}) as span:
-                trace_id = tracing.current_trace_id()
+                trace_id = tracing.trace_id_of(span)  # '' unless this request's trace is recorded
                 try:
                     await self.app(scope, receive, answer)
                 finally:
-                    if span is not None:
-                        span.set_attribute("http.response.status_code", answer.status)
-                        for name in ("program_id", "call_id", "engine_id"):
-                            if getattr(req, name):
-                                span.set_attribute(f"autellix.{name}", getattr(req, name))
+                    if span is not None:  # recorded: one call, one lock, for all its attributes
+                        span.set_attributes(_answer_attributes(answer.status, req))
         finally:
             metrics.end_request(token)
             if self.enabled:

@@ -11,6 +11,7 @@ request's tenant and model to the labels the routes give.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from functools import lru_cache
 
 from prometheus_client import Counter, Histogram
 
@@ -102,6 +103,8 @@ class _ByRequest:
 
     def __init__(self, metric, tenant: bool, marks_counted: bool = False) -> None:
         self._metric = metric
+        # a label lookup costs several times the increment: each label set's child is looked up once
+        self._labels = lru_cache(maxsize=4096)(metric.labels)
         self._tenant = tenant
         self._marks_counted = marks_counted
 
@@ -110,7 +113,7 @@ class _ByRequest:
         if self._marks_counted:
             req.counted = True
         extra = (model_label(req.model), tenant_label(req.tenant)) if self._tenant else (model_label(req.model),)
-        return self._metric.labels(*values, *extra)
+        return self._labels(*values, *extra)
 
     def labels(self, *values: str):
         return self._child(*values)
