@@ -8,6 +8,7 @@ import time
 from services.controller import metrics
 from services.controller.cluster_view import ClusterView
 from services.controller.settings import ControllerSettings
+from services.controller.tenant_view import TenantView
 from shared.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.starvation import StarvationConfig
@@ -23,6 +24,7 @@ class ControllerService:
         self.view = ClusterView(
             starvation=StarvationConfig(beta=settings.starvation_beta, min_service_s=settings.starvation_min_service_s),
             cooldown_s=settings.promotion_cooldown_s, snapshot_max_age_s=settings.snapshot_max_age_s)
+        self.tenants = TenantView(settings.tenant_share_config()) if settings.tenant_fair_share else None
         self.log = get_logger()
         self._loop: asyncio.Task | None = None
         self.num_promotions = 0
@@ -46,7 +48,13 @@ class ControllerService:
                 pass
 
     async def on_snapshot(self, msg: Incoming) -> None:
-        self.view.on_snapshot(msg.body, time.monotonic())
+        now_s = time.monotonic()
+        self.view.on_snapshot(msg.body, now_s)
+        if self.tenants is not None:
+            problem = self.tenants.on_snapshot(msg.body, now_s)
+            if problem is not None:
+                metrics.SNAPSHOTS_REFUSED.inc()
+                self.log.warning("tenant_counters_refused", engine_id=msg.body.engine_id, reason=problem)
 
     async def on_program_service(self, msg: Incoming) -> None:
         self.view.on_program_service(msg.body)
@@ -55,10 +63,16 @@ class ControllerService:
         self.view.on_session_closed(msg.body.session_id)
 
     async def health(self) -> tuple[bool, str]:
-        return True, f"programs={self.view.num_programs} promotions={self.num_promotions}"
+        tenants = "off" if self.tenants is None else len(self.tenants.ledger.recent(time.monotonic()))
+        return True, f"programs={self.view.num_programs} promotions={self.num_promotions} tenants={tenants}"
 
     async def decide_once(self) -> list[m.ProgramPromoted]:
-        promotions = self.view.decide(time.monotonic())
+        now_s = time.monotonic()
+        if self.tenants is not None:
+            shares = self.tenants.shares(now_s)
+            metrics.TENANTS_BEHIND.set(len(shares.classes))
+            await self.bus.publish(subjects.tenant_shares(), shares)
+        promotions = self.view.decide(now_s)
         metrics.PROGRAMS_WATCHED.set(len(self.view.totals))  # not num_programs: a set union per tick
         for promo in promotions:
             # durable: the process table resets W and S from it; engines see it on the same subject

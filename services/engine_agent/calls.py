@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from shared.engine.api import EngineCall
 from shared.protocol import messages as m
+from shared.protocol.ids import DEFAULT_TENANT_ID
 
 TOKEN_ID_SPACE = 32_000  # fabricated token ids are drawn from a Llama-sized vocabulary
 
@@ -56,7 +57,8 @@ def engine_call(route: m.RouteCall, now_s: float, seq: int) -> EngineCall:
     return EngineCall(call_id=route.call_id, program_id=route.program_id, thread_id=route.thread_id,
                       prompt_segments=segments, max_output_tokens=route.max_tokens, arrival_s=now_s,
                       program_arrival_s=program_arrival_s, seq=seq,
-                      expected_remaining_s=checked_estimate(route.expected_remaining_s))
+                      expected_remaining_s=checked_estimate(route.expected_remaining_s),
+                      tenant=route.tenant or DEFAULT_TENANT_ID)
 
 
 def checked_estimate(value: float | None) -> float | None:

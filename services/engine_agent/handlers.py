@@ -12,6 +12,7 @@ from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.metrics import metrics_for
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
+from services.engine_agent.tenant_share import EngineTenantShare
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
@@ -44,6 +45,7 @@ class EngineAgent:
         self.stream_interval_s = stream_interval_s
         self.metrics = metrics_for(self)
         self.draining = False  # drain.py: new calls are refused, held ones run to their end
+        self.tenant_share = EngineTenantShare()
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -81,6 +83,15 @@ class EngineAgent:
         p: m.ProgramPromoted = msg.body
         if self.directory.apply_promotion(p.program_id, p.epoch):
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+
+    async def on_tenant_shares(self, msg: Incoming) -> None:
+        try:
+            classes = self.tenant_share.on_shares(msg.body)
+        except ValueError as exc:
+            self.log.warning("tenant_shares_refused", reason=str(exc))
+            return
+        if classes is not None:
+            self.stepper.engine.set_tenant_ranks(classes, {}, missing_rank=0)
 
     def on_reject(self, call: EngineCall, exc: ValueError) -> None:
         """The engine refused a call (it can never fit): end its stream with a clear error."""
@@ -140,6 +151,7 @@ class EngineAgent:
         self.num_completed += 1
         if live is None:
             return  # cancelled while its last step ran
+        self.tenant_share.charge(live.route.tenant, done.service_s)
         if not live.started:
             live.started = True
             await self._started(live, done.first_token_s)
@@ -186,7 +198,7 @@ class EngineAgent:
                 level=self.policy.mlfq.level_for(led.service_s) if self.policy.program_aware else 0))
         running = [c for c, live in self.calls.items() if live.started and not live.requeued]
         return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,
-                                     running_call_ids=running)
+                                     running_call_ids=running, tenant_service_s=self.tenant_share.counters())
 
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
         await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))

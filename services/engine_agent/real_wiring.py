@@ -41,6 +41,7 @@ async def wire_real_agent(bus: Bus, agent: VllmEngineAgent, directory: CachedPro
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))
     await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
+    await bus.subscribe(subjects.tenant_shares(), agent.on_tenant_shares, types=(m.TenantShares,))
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
     await subscribe_forgetting(bus, directory, agent)
     await serve_health(bus, agent)

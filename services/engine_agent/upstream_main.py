@@ -36,6 +36,7 @@ async def start_upstream_agent(settings: EngineAgentSettings) -> RunningRealAgen
     agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, serving.served_model_name,
                             backend="upstream")
     tasks = await wire_real_agent(bus, agent, directory, settings)
+    serving.tenant_class_of = agent.tenant_share.class_of
     tasks.append(asyncio.create_task(scrape_forever(serving, settings.heartbeat_interval_s)))
     get_logger(engine_id=settings.engine_id).info(
         "engine_agent_started", backend="upstream", policy=policy.name.value, upstream=serving.base_url,

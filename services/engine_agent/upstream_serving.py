@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -34,6 +34,7 @@ from shared.engine.upstream_accounting import (
     call_priority,
     estimate_service,
     parse_metrics,
+    tenant_first_priority,
     window_means,
 )
 from shared.logging import get_logger
@@ -95,6 +96,8 @@ class UpstreamServing:
         self._means = PhaseMeans()
         self._last_scrape_ok_s = time.monotonic()
         self.log = get_logger(upstream=self.base_url)
+        # the agent's fair-share classes (EngineTenantShare.class_of); alone: every tenant class 0
+        self.tenant_class_of: Callable[[str], int] = lambda tenant: 0
 
     @classmethod
     async def connect(cls, base_url: str, policy: SchedulingPolicy, directory: CachedProgramDirectory, *,
@@ -137,8 +140,8 @@ class UpstreamServing:
     def _request(self, route: m.RouteCall) -> tuple[bytes, bool, _Observed]:
         request = json.loads(route.openai_body)
         ledger = self.directory.ledger(route.program_id)
-        request["priority"] = call_priority(self.policy, ledger, route.thread_id,
-                                            checked_estimate(route.expected_remaining_s))
+        request["priority"] = tenant_first_priority(self.tenant_class_of(route.tenant), call_priority(
+            self.policy, ledger, route.thread_id, checked_estimate(route.expected_remaining_s)))
         request["session_id"] = route.program_id
         request["request_id"] = route.call_id
         hide_usage = False

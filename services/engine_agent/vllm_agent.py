@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from services.engine_agent.calls import checked_estimate
 from services.engine_agent.completions import CompletionPublisher
+from services.engine_agent.tenant_share import EngineTenantShare
 from shared import tracing
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
@@ -35,6 +36,7 @@ from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+from shared.protocol.ids import DEFAULT_TENANT_ID
 
 OPS_FLUSH_S = 0.005  # program updates reach the engine core in batches at most this late
 RECORD_WAIT_S = 5.0  # how long a finished answer waits for its accounting record
@@ -86,6 +88,7 @@ class VllmEngineAgent:
         self._last_drain_s = time.monotonic()
         self._load: dict = {}
         self.draining = False  # drain.py: new calls are refused, held ones run to their end
+        self.tenant_share = EngineTenantShare()
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -122,6 +125,7 @@ class VllmEngineAgent:
         expected = checked_estimate(route.expected_remaining_s)
         if expected is not None:
             extra["expected_remaining_s"] = expected
+        extra["tenant"] = route.tenant or DEFAULT_TENANT_ID
         xargs.update(flat_program_args(route.program_id, route.thread_id, route.call_id, **extra))
         request["vllm_xargs"] = xargs
         request["request_id"] = route.call_id
@@ -194,6 +198,7 @@ class VllmEngineAgent:
             submit_epoch=int(r.get("submit_epoch", 0)))
         if record is not None:
             self.directory.fold_completion(done)
+            self.tenant_share.charge(route.tenant, done.service_s)
         self.num_completed += 1
         self.completions.publish(m.CallCompleted(
             call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
@@ -289,6 +294,15 @@ class VllmEngineAgent:
             self._queue_ops(("promote", p.program_id, p.epoch))
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
 
+    async def on_tenant_shares(self, msg: Incoming) -> None:
+        try:
+            classes = self.tenant_share.on_shares(msg.body)
+        except ValueError as exc:
+            self.log.warning("tenant_shares_refused", reason=str(exc))
+            return
+        if classes is not None and self.backend == "vllm":  # an upstream reads the classes at submit
+            self._queue_ops(("tenants", classes))
+
     def forget_session(self, program_id: str) -> None:
         """A closed session leaves the engine core's directory too (ProgramForgetter calls this)."""
         self._queue_ops(("close", program_id))
@@ -317,7 +331,7 @@ class VllmEngineAgent:
             if self.policy.program_aware else 0) for c in self.calls.values() if not c.started]
         running = [cid for cid, c in self.calls.items() if c.started]
         return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,
-                                     running_call_ids=running)
+                                     running_call_ids=running, tenant_service_s=self.tenant_share.counters())
 
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
         """Heartbeat with the load of the last drain (asking for a new one): a long engine step (a

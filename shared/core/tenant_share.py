@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from shared.core.fairness import decayed_service_s, is_over_entitled, service_shares
 
 OVER_ENTITLED_CLASS = 1  # tenant class of an over-entitled tenant's calls (0: every other tenant)
+MAX_TENANTS = 10_000  # tenants tracked, and named in one message, at most
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class TenantShareConfig:
     # minutes starts afresh
     half_life_s: float = 30.0
     tolerance: float = 0.05  # over-entitled above (1 + tolerance) x its weight's share
-    max_tenants: int = 10_000  # counters kept (smallest forgotten first)
+    max_tenants: int = MAX_TENANTS  # counters kept (smallest forgotten first)
     floor_s: float = 1e-4  # a counter decayed below this is forgotten: the tenant is no longer active
     weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> weight (default 1)
 

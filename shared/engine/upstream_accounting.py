@@ -45,6 +45,16 @@ def call_priority(policy: SchedulingPolicy, ledger: ProgramLedger, thread_id: st
     return policy.vllm_priority(policy.key(view))
 
 
+# vLLM's one `priority` carries the tenant class above every policy priority (SERPT's and SRPT's
+# are milliseconds of remaining work, capped at 1e12)
+TENANT_PRIORITY_SPAN = 10**13
+
+
+def tenant_first_priority(tenant_class: int, priority: int) -> int:
+    """An upstream call's vLLM `priority`: its tenant's fair-share class first, the policy's inside."""
+    return tenant_class * TENANT_PRIORITY_SPAN + priority
+
+
 @dataclass(frozen=True)
 class UpstreamMetrics:
     """One scrape of vLLM's /metrics, summed over label sets (one model per upstream)."""

@@ -1,0 +1,47 @@
+"""An engine's side of tenant fair share: what it charged each tenant, and the classes it applies.
+
+The agent adds every completed call's engine time to its tenant's counter (cumulative since the
+agent started; queue snapshots carry the counters to the controller) and takes the controller's
+`TenantShares`: the tenants whose calls go behind the others' (class 1; anyone else class 0). A
+malformed `TenantShares` changes nothing.
+"""
+
+from __future__ import annotations
+
+from shared.core.tenant_share import MAX_TENANTS, OVER_ENTITLED_CLASS
+from shared.lru import LRU
+from shared.protocol import messages as m
+from shared.protocol.ids import DEFAULT_TENANT_ID, id_problem
+
+
+class EngineTenantShare:
+    def __init__(self, max_tenants: int = MAX_TENANTS) -> None:
+        self._served: LRU[str, float] = LRU(max_tenants)  # the least recently charged forgotten first
+        self.classes: dict[str, int] = {}
+
+    def charge(self, tenant: str, service_s: float) -> None:
+        if service_s > 0:  # NaN compares false: no service
+            tenant = tenant or DEFAULT_TENANT_ID
+            self._served.put(tenant, self._served.get(tenant, 0.0) + service_s)
+
+    def counters(self) -> dict[str, float]:
+        return dict(self._served.items())
+
+    def class_of(self, tenant: str) -> int:
+        return self.classes.get(tenant or DEFAULT_TENANT_ID, 0)
+
+    def on_shares(self, shares: m.TenantShares) -> dict[str, int] | None:
+        """The new classes when they changed, else None; raises ValueError for a malformed message."""
+        classes = shares.classes
+        if len(classes) > MAX_TENANTS:
+            raise ValueError(f"{len(classes)} tenant classes (at most {MAX_TENANTS})")
+        for tenant, value in classes.items():
+            if id_problem(tenant) is not None:
+                raise ValueError(f"tenant id {tenant[:40]!r} {id_problem(tenant)}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= OVER_ENTITLED_CLASS:
+                raise ValueError(f"tenant {tenant!r}: class {value!r} is not an int in [0, {OVER_ENTITLED_CLASS}]")
+        new = {t: c for t, c in classes.items() if c}
+        if new == self.classes:
+            return None
+        self.classes = new
+        return new
