@@ -373,6 +373,9 @@ class TenantShares:
     service_s: dict[str, float] = field(default_factory=dict)
     half_life_s: float = 0.0
     decided_at_ns: int = 0
+    # engines drop the classes this long after the last TenantShares (a stopped controller's
+    # classes lapse instead of holding a tenant back for good)
+    valid_for_s: float = 5.0
 
 
 # ---------------------------------------------------------------------------------------------
