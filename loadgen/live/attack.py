@@ -4,14 +4,16 @@
 
 1. Charging: the same work (N sequential calls of the same size) sent honestly (one session, one
    thread) and by an attacker's strategies: a fresh parentless `X-Thread-Id` per call, a fresh
-   session per call, no session at all, and odd ids (over-long). For each, the service the
-   scheduler charges the program its calls belong to (`attained_service_s` of the session, which
-   orders its next call), as a ratio of the honest client's.
+   session per call, no session at all, and odd ids (over-long), each strategy as a tenant of its
+   own. For each, two charges as ratios of the honest client's: the program's (`attained_service_s`
+   of the session its calls ran in, which orders its next call among the tenant's programs) and
+   the tenant's (the engine time the engines counted for the tenant, read from their queue
+   snapshots: what orders its calls against other tenants' under the tenant fair share).
 2. Harm: a light tenant's mean program latency while a heavy tenant behaves (sessions), and while
    it attacks with each strategy, on an engine with few slots so calls queue.
 
-Sessionless and session-per-call calls are each a one-call program: what orders them is that
-program's service at submit, 0 by construction, which the report states rather than measures.
+Sessionless and session-per-call calls are each a one-call program, at 0 service by construction;
+the tenant charge is what catches them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import httpx
 
 from loadgen.live.real_servers import free_port, write_json
 from loadgen.live.stack_process import start_stack
+from shared.bus import Bus, Incoming
+from shared.protocol import messages as m
+from shared.protocol import subjects
 from shared.stats import percentile
 
 STRATEGIES = ("honest", "forged_threads", "session_per_call", "sessionless", "odd_ids")
@@ -94,20 +99,66 @@ async def charged_s(http: httpx.AsyncClient, key: str, sessions: list[str], serv
         await asyncio.sleep(0.2)
 
 
-async def measure_charging(url: str, key: str, calls: int, max_tokens: int) -> dict:
+class TenantCharges:
+    """The engines' cumulative per-tenant engine time, from their queue snapshots (latest per engine)."""
+
+    def __init__(self) -> None:
+        self._by_engine: dict[str, dict[str, float]] = {}
+
+    async def start(self, bus: Bus) -> None:
+        await bus.subscribe(subjects.all_engine_queues(), self._on_snapshot, types=(m.EngineQueueSnapshot,))
+
+    async def _on_snapshot(self, msg: Incoming) -> None:
+        self._by_engine[msg.body.engine_id] = dict(msg.body.tenant_service_s)
+
+    def of(self, tenant: str) -> float:
+        return sum(counters.get(tenant, 0.0) for counters in self._by_engine.values())
+
+    async def settled(self, tenant: str, quiet_s: float = 1.0, timeout_s: float = 30.0) -> float:
+        """The tenant's charge once it stopped changing for `quiet_s` (the last snapshots are in)."""
+        deadline, last, since = time.monotonic() + timeout_s, -1.0, time.monotonic()
+        while time.monotonic() < deadline:
+            now = self.of(tenant)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                break
+            await asyncio.sleep(0.1)
+        return last
+
+
+async def measure_charging(url: str, keys: dict[str, tuple[str, str]], calls: int, max_tokens: int,
+                           charges: TenantCharges | None = None) -> dict:
+    """`keys`: strategy -> (tenant, API key); one tenant per strategy keeps the tenant charges apart."""
     out = {}
     async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-        for strategy in STRATEGIES:
+        for strategy, (tenant, key) in keys.items():
             prog = await run_program(http, key, strategy, calls, max_tokens)
             services = await charged_s(http, key, prog.sessions, prog.served) if prog.sessions else []
-            out[strategy] = {"served": prog.served, "refused": prog.refused, "sessions": len(prog.sessions),
+            out[strategy] = {"tenant": tenant, "served": prog.served, "refused": prog.refused,
+                             "sessions": len(prog.sessions),
                              # what orders the program's next call: the service of the session it runs in
                              "charged_s": max(services) if services else 0.0,
-                             "total_charged_s": sum(services)}
-    honest = out["honest"]["charged_s"]
+                             "total_charged_s": sum(services),
+                             "tenant_charged_s": await charges.settled(tenant) if charges is not None else None}
+    honest = out["honest"]
     for row in out.values():  # no ratio for work that was refused rather than served
-        row["charged_vs_honest"] = row["charged_s"] / honest if honest > 0 and row["served"] else None
+        row["charged_vs_honest"] = (row["charged_s"] / honest["charged_s"]
+                                    if honest["charged_s"] > 0 and row["served"] else None)
+        row["tenant_charged_vs_honest"] = (row["tenant_charged_s"] / honest["tenant_charged_s"]
+                                           if honest["tenant_charged_s"] and row["served"] else None)
     return out
+
+
+async def measure_charging_on(url: str, nats_url: str, keys: dict[str, tuple[str, str]], calls: int,
+                              max_tokens: int) -> dict:
+    bus = await Bus.connect(nats_url, service="attack")
+    try:
+        charges = TenantCharges()
+        await charges.start(bus)
+        return await measure_charging(url, keys, calls, max_tokens, charges)
+    finally:
+        await bus.close()
 
 
 async def measure_harm(url: str, keys: dict[str, str], heavy_strategy: str, duration_s: float,
@@ -146,13 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--harm-s", type=float, default=45.0, help="seconds per harm phase (0: skip)")
     ap.add_argument("--heavy-programs", type=int, default=6)
     ap.add_argument("--light-every-s", type=float, default=1.5)
+    ap.add_argument("--no-fair-share", action="store_true", help="run with TENANT_FAIR_SHARE=false (the baseline)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     keys = {"heavy": f"sk-heavy-{secrets.token_hex(8)}", "light": f"sk-light-{secrets.token_hex(8)}"}
+    charging_keys = {s: (f"charge-{s.replace('_', '-')}", f"sk-{s.replace('_', '-')}-{secrets.token_hex(8)}")
+                     for s in STRATEGIES}
+    api_keys = [*keys.items(), *charging_keys.values()]
     stack = start_stack(args.policy, 1, free_port(), max_num_seqs=args.max_num_seqs,
-                        extra_env={"AUTELLIX_API_KEYS": ",".join(f"{t}:{k}" for t, k in keys.items())})
+                        extra_env={"AUTELLIX_API_KEYS": ",".join(f"{t}:{k}" for t, k in api_keys),
+                                   **({"TENANT_FAIR_SHARE": "false"} if args.no_fair_share else {})})
     try:
-        charging = asyncio.run(measure_charging(stack.url, keys["heavy"], args.calls, args.max_tokens))
+        charging = asyncio.run(measure_charging_on(stack.url, stack.nats_url,
+                                                   charging_keys, args.calls, args.max_tokens))
         harm = []
         if args.harm_s > 0:
             for strategy in ("honest", "session_per_call", "sessionless", "forged_threads"):
@@ -164,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     for h in harm:
         h["light_latency_vs_behaving"] = (h["light_mean_latency_s"] / behaving
                                           if behaving and h["light_mean_latency_s"] else None)
-    result = {"policy": args.policy, "engine": {"backend": "lite", "max_num_seqs": args.max_num_seqs},
+    result = {"policy": args.policy, "tenant_fair_share": not args.no_fair_share,
+              "engine": {"backend": "lite", "max_num_seqs": args.max_num_seqs},
               "charged_program_calls": args.calls, "max_tokens": args.max_tokens,
               "charging": charging, "harm": harm,
               "command": "python -m loadgen.live.attack " + " ".join(sys.argv[1:] if argv is None else argv)}

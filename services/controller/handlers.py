@@ -69,7 +69,8 @@ class ControllerService:
     async def decide_once(self) -> list[m.ProgramPromoted]:
         now_s = time.monotonic()
         if self.tenants is not None:
-            shares = self.tenants.shares(now_s)
+            # a few missed rounds do not drop the classes; a stopped controller's lapse soon
+            shares = self.tenants.shares(now_s, valid_for_s=max(2.0, 5 * self.settings.decision_interval_s))
             metrics.TENANTS_BEHIND.set(len(shares.classes))
             await self.bus.publish(subjects.tenant_shares(), shares)
         promotions = self.view.decide(now_s)

@@ -53,7 +53,7 @@ class TenantView:
         self._last.put(snapshot.engine_id, dict(counters))
         return None
 
-    def shares(self, now_s: float) -> m.TenantShares:
+    def shares(self, now_s: float, valid_for_s: float) -> m.TenantShares:
         recent = self.ledger.recent(now_s)
-        return m.TenantShares(classes=self.ledger.classes(now_s), service_s=recent,
-                              half_life_s=self.cfg.half_life_s, decided_at_ns=time.time_ns())
+        return m.TenantShares(classes=self.ledger.classes(now_s), service_s=recent, half_life_s=self.cfg.half_life_s,
+                              decided_at_ns=time.time_ns(), valid_for_s=valid_for_s)

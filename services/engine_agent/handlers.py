@@ -201,6 +201,8 @@ class EngineAgent:
                                      running_call_ids=running, tenant_service_s=self.tenant_share.counters())
 
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
+        if self.tenant_share.lapse() is not None:
+            self.stepper.engine.set_tenant_ranks({}, {}, missing_rank=0)
         await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
         if snapshot:
             await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())

@@ -338,6 +338,8 @@ class VllmEngineAgent:
         CPU prefill, a grammar compile) delays the drain, never the heartbeat. An engine core that
         answers nothing for ENGINE_CORE_DEADLINE_S is dead (e.g. its worker died): raise, and the
         agent stops."""
+        if self.tenant_share.lapse() is not None and self.backend == "vllm":
+            self._queue_ops(("tenants", {}))
         silent_s = time.monotonic() - self._last_drain_s
         if silent_s > ENGINE_CORE_DEADLINE_S:
             self.log.error("engine_core_unresponsive", silent_s=round(silent_s, 1))

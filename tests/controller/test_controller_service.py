@@ -12,7 +12,8 @@ from shared.protocol import subjects
 async def test_promotion_is_published_on_the_audit_stream(make_bus, nats_url):
     controller_bus = await make_bus("controller")
     engine_bus = await make_bus("engine_agent")
-    settings = ControllerSettings(nats_url=nats_url, starvation_beta=3.0, decision_interval_s=0.05)
+    settings = ControllerSettings(nats_url=nats_url, starvation_beta=3.0, decision_interval_s=0.05,
+                                  tenant_fair_share=False)  # the shared stack's engines listen too
     service = ControllerService(controller_bus, settings)
     await service.start()
     program = f"p{uuid.uuid4().hex[:8]}"
