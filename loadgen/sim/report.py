@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from loadgen.sim.arrivals import describe
 from loadgen.sim.experiment import Experiment, ExperimentConfig
-from loadgen.sim.regimes import regimes_report
+from loadgen.sim.regimes import no_worse, regimes_report
 from loadgen.sim.variants import VARIANTS
 
 PROGRAM_AWARE = ("plas", "atlas", "serpt")
@@ -60,14 +60,14 @@ def starvation_check(exp: Experiment, policies: dict[str, dict]) -> dict | None:
         "atlas_max_norm_latency_s": atlas["max_norm_latency_s"],
         "fcfs_max_norm_latency_s": fcfs["max_norm_latency_s"],
         "atlas_stable": atlas["stable"], "fcfs_stable": fcfs["stable"],
-        # equal up to float rounding counts as no worse
-        "atlas_no_worse": atlas["p99_norm_latency_s"] <= fcfs["p99_norm_latency_s"] * (1 + 1e-9),
+        "atlas_no_worse": no_worse(atlas["p99_norm_latency_s"], fcfs["p99_norm_latency_s"]),
     }
 
 
 def tails_at_fcfs_capacity(exp: Experiment, policies: dict[str, dict]) -> dict | None:
     """Every policy's p99 normalized latency beside FCFS's at FCFS's own max rate (first SLO):
-    the no-regression check of a policy's tail, not only its crossing."""
+    the no-regression check of a policy's tail, not only its crossing. `--regimes` adds the same
+    check at 80/90/95% of this rate on long runs (regimes.latency_at_fractions)."""
     if "fcfs" not in policies or not policies["fcfs"]["max_rate_at_slo"] > 0:
         return None
     rate = policies["fcfs"]["max_rate_at_slo"]
@@ -81,7 +81,7 @@ def tails_at_fcfs_capacity(exp: Experiment, policies: dict[str, dict]) -> dict |
         out["policies"][name] = {
             "p99_norm_latency_s": point["p99_norm_latency_s"], "mean_norm_latency_s": point["mean_norm_latency_s"],
             "stable": point["stable"],
-            "no_worse": point["p99_norm_latency_s"] <= fcfs["p99_norm_latency_s"] * (1 + 1e-9)}
+            "no_worse": no_worse(point["p99_norm_latency_s"], fcfs["p99_norm_latency_s"])}
     return out
 
 

@@ -10,6 +10,7 @@ import pytest
 from autellix.cli import main
 from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
 from loadgen.sim.regimes import DEADLINE_MULTIPLE, FRACTIONS, overload_metrics, size_class, size_cuts
+from loadgen.sim.regimes_table import table, verdicts
 
 SWEEP = ["sim", "--quiet", "--workload", "chatbot", "--policies", "fcfs,serpt", "--rates", "0.1",
          "--programs", "8", "--quick"]
@@ -55,6 +56,12 @@ def test_regimes_report_in_the_results_file(tmp_path):
             assert metrics["completed_programs"] == 9
             assert sum(c["programs"] for c in metrics["by_size_class"].values()) == 9
             assert 0 <= metrics["deadline_met_fraction"] <= 1
+    path = tmp_path / "regimes.json"
+    text = table([path])
+    for heading in ("### Max rate at the 5x SLO", "### Latency at fixed fractions", "### Overload"):
+        assert heading in text
+    assert "| chatbot, 256 seqs, diurnal | 95% |" in text
+    assert set(verdicts(result)) == {"rate_ok", "resolution", "p99_ok", "srpt_gain", "capture"}
 
 
 def _record(pid: str, arrival: float, finish: float) -> ProgramRecord:
