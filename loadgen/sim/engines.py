@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass
 from loadgen.sim.variants import PolicyVariant
 from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
+from shared.engine import registry
 from shared.engine.api import DictProgramDirectory, Engine
 
-ENGINE_KINDS = ("lite", "emulated")
+ENGINE_KINDS = registry.SIMULATED_BACKENDS
 BATCHING_MODES = ("v0", "v1")
 PREEMPTION_MODES = ("recompute", "swap")
 DEFAULT_BETA = StarvationConfig().beta
@@ -53,6 +54,12 @@ class EngineOptions:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def spec(self) -> registry.EngineSpec:
+        return registry.EngineSpec(
+            preset=self.preset, starvation=StarvationConfig(beta=self.beta), batching=self.batching,
+            prefix_caching=self.prefix_cache, preemption=self.preemption, max_num_seqs=self.max_num_seqs,
+            num_blocks=self.num_blocks)
+
 
 def check_available(options: EngineOptions) -> None:
     """Fail early, with a clear message, when the chosen engine cannot be built here."""
@@ -71,20 +78,5 @@ def check_available(options: EngineOptions) -> None:
 def build_engines(options: EngineOptions, policy: SchedulingPolicy, directory: DictProgramDirectory,
                   num_engines: int) -> list[Engine]:
     """Engines e0..e{N-1}, all reading and promoting through the one shared process table."""
-    starvation = StarvationConfig(beta=options.beta)
-    ids = [f"e{i}" for i in range(num_engines)]
-    if options.kind == "lite":
-        from shared.engine.lite import LiteEngine, LiteEngineConfig
-
-        cfg = LiteEngineConfig(preset=options.preset, mode=options.batching,
-                               prefix_caching=options.prefix_cache, preemption=options.preemption,
-                               starvation=starvation, max_num_seqs=options.max_num_seqs,
-                               num_blocks=options.num_blocks)
-        return [LiteEngine(eid, policy, directory, cfg) for eid in ids]
     check_available(options)
-    from shared.engine.vllm_emulated import EmulatedVllmEngine
-
-    return [EmulatedVllmEngine(eid, policy, directory, preset=options.preset, starvation=starvation,
-                               chunked_prefill=options.batching == "v1", prefix_caching=options.prefix_cache,
-                               max_num_seqs=options.max_num_seqs, num_kv_blocks=options.num_blocks)
-            for eid in ids]
+    return registry.build_engines(options.kind, num_engines, policy, directory, options.spec())

@@ -52,10 +52,11 @@ from shared.core.routing import RouterName, parse_router
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.engine.cost_model import CostModel
-from shared.engine.lite import LiteEngine, LiteEngineConfig
+from shared.engine.lite import LiteEngine
+from shared.engine.registry import SIMULATED_BACKENDS, EngineSpec, build_engines
 
 KV_POLICIES = ("lru", "prefix-lru", "workflow")
-KV_ENGINES = ("lite", "emulated")
+KV_ENGINES = SIMULATED_BACKENDS
 AFFINITY = "affinity"
 # afs-hold: AFS order + admission holds (capacity lever) while a tenant ahead has a task at risk;
 # afs-hold-open: the same whenever a tenant ahead has any open task (the lever at full strength)
@@ -164,19 +165,10 @@ class KvExperiment:
 
     def engines(self, kv: str, policy: SchedulingPolicy, directory: DictProgramDirectory) -> list[LiteEngine]:
         cfg = self.config
-        if cfg.engine == "emulated":
-            from shared.engine.vllm_emulated import EmulatedVllmEngine
-
-            return [EmulatedVllmEngine(f"e{i}", policy, directory, preset=cfg.preset,
-                                       starvation=StarvationConfig(beta=cfg.beta), prefix_caching=kv != "lru",
-                                       max_num_seqs=cfg.max_num_seqs, num_kv_blocks=cfg.num_blocks,
-                                       kv_retention=cfg.retention if kv == "workflow" else None)
-                    for i in range(cfg.num_engines)]
-        lite = LiteEngineConfig(preset=cfg.preset, num_blocks=cfg.num_blocks, mode=cfg.batching,
-                                max_num_seqs=cfg.max_num_seqs,
-                                prefix_caching=kv != "lru", starvation=StarvationConfig(beta=cfg.beta),
-                                kv_retention=cfg.retention if kv == "workflow" else None)
-        return [LiteEngine(f"e{i}", policy, directory, lite) for i in range(cfg.num_engines)]
+        spec = EngineSpec(preset=cfg.preset, starvation=StarvationConfig(beta=cfg.beta), batching=cfg.batching,
+                          prefix_caching=kv != "lru", max_num_seqs=cfg.max_num_seqs, num_blocks=cfg.num_blocks,
+                          kv_retention=cfg.retention if kv == "workflow" else None)
+        return build_engines(cfg.engine, cfg.num_engines, policy, directory, spec)
 
     def run_one(self, kv: str, router: str, policy_name: PolicyName, fair: str,
                 recorder: BlockTraceRecorder | None = None) -> tuple[dict, list[LiteEngine]]:

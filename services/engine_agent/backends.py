@@ -1,4 +1,5 @@
-"""Engine backends an agent can run: `lite` (pure Python) or `emulated` (vLLM's scheduler on CPU).
+"""The engine an agent steps in its process: `lite` (pure Python) or `emulated` (vLLM's scheduler
+on CPU), built by the one engine factory (`shared/engine/registry.py`).
 
 Anti-starvation is off inside the engine: in the mesh the controller decides promotions on
 cluster-wide state and every engine applies them from `ProgramPromoted` events (an engine that
@@ -11,26 +12,13 @@ from shared.core.kv_retention import RetentionConfig
 from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import Engine, ProgramDirectory
+from shared.engine.registry import EngineSpec, build_engine
 
 
 def make_engine(backend: str, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory,
                 preset: str, max_num_seqs: int | None = None, num_blocks: int | None = None,
                 kv_retention: RetentionConfig | None = None) -> Engine:
-    if backend == "lite":
-        from shared.engine.lite import LiteEngine, LiteEngineConfig
-
-        limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
-        config = LiteEngineConfig(preset=preset, starvation=StarvationConfig(beta=None), num_blocks=num_blocks,
-                                  kv_retention=kv_retention, **limits)
-        return LiteEngine(engine_id, policy, directory, config)
-    if backend == "emulated":
-        from shared.engine.vllm_emulated import EmulatedVllmEngine  # imports vLLM only when built
-
-        limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
-        try:
-            return EmulatedVllmEngine(engine_id, policy, directory, preset=preset,
-                                      starvation=StarvationConfig(beta=None), num_kv_blocks=num_blocks,
-                                      kv_retention=kv_retention, **limits)
-        except ImportError as exc:
-            raise ValueError(f"backend 'emulated' needs vLLM 0.32 (make setup): {exc}") from None
-    raise ValueError(f"unknown engine backend {backend!r}; valid: lite, emulated")
+    limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
+    spec = EngineSpec(preset=preset, starvation=StarvationConfig(beta=None), num_blocks=num_blocks,
+                      kv_retention=kv_retention, **limits)
+    return build_engine(backend, engine_id, policy, directory, spec)
