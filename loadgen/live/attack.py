@@ -133,6 +133,7 @@ async def measure_charging(url: str, keys: dict[str, tuple[str, str]], calls: in
     out = {}
     async with httpx.AsyncClient(base_url=url, timeout=120) as http:
         for strategy, (tenant, key) in keys.items():
+            before = await charges.settled(tenant) if charges is not None else 0.0
             prog = await run_program(http, key, strategy, calls, max_tokens)
             services = await charged_s(http, key, prog.sessions, prog.served) if prog.sessions else []
             out[strategy] = {"tenant": tenant, "served": prog.served, "refused": prog.refused,
@@ -140,7 +141,8 @@ async def measure_charging(url: str, keys: dict[str, tuple[str, str]], calls: in
                              # what orders the program's next call: the service of the session it runs in
                              "charged_s": max(services) if services else 0.0,
                              "total_charged_s": sum(services),
-                             "tenant_charged_s": await charges.settled(tenant) if charges is not None else None}
+                             "tenant_charged_s": (await charges.settled(tenant) - before
+                                                  if charges is not None else None)}
     honest = out["honest"]
     for row in out.values():  # no ratio for work that was refused rather than served
         row["charged_vs_honest"] = (row["charged_s"] / honest["charged_s"]

@@ -11,6 +11,7 @@ import asyncio
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
+from services.process_table.tenant_limits import TenantLimitOwner
 from services.settings_vocabulary import report_unknown_variables
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
@@ -28,12 +29,14 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = Non
         async with service_bus(settings, SERVICE_NAME, completions_max_bytes=settings.completions_max_bytes) as bus:
             service = ProcessTableService(bus, engine, settings)
             await service.start()
+            limit_owner = await TenantLimitOwner(bus).start()  # every API worker's tenant limits
             serve_metrics(settings, SERVICE_NAME)
             # start-up's ~100K objects (modules, SQLAlchemy and pydantic machinery) out of the
             # collector's sight: full collections paused the loop 60-100 ms (the propagation tail)
             freeze_startup_heap(gen0_threshold=None, collect=True)
             await stop.wait()
             log.info("process_table_stopping")
+            await limit_owner.stop()
             await service.stop()
     finally:
         await engine.dispose()

@@ -25,7 +25,6 @@ from services.session_api.call_counts import SessionCallCounts
 from services.session_api.call_stream import CallStream, StreamOptions, TokenListener
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
-from services.session_api.limits import CallLimiter
 from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
@@ -33,6 +32,7 @@ from services.session_api.session_ids import checked, is_issued, new_issued_id, 
 from services.session_api.session_lookups import SessionLookups
 from services.session_api.session_threads import SessionThreads
 from services.session_api.settings import SessionApiSettings
+from services.session_api.shared_limits import call_limiter
 from services.session_api.tenant_salts import TenantSalts
 from services.session_api.tokens import OutputIndex
 from shared.bus.bus import Bus
@@ -67,7 +67,7 @@ class Gateway:
         self.bus = bus
         self.settings = settings
         self.outputs = OutputIndex()
-        self.limits = CallLimiter.from_settings(settings)
+        self.limits = call_limiter(bus, settings)  # per tenant over every API worker (shared_limits.py)
         self.completed_calls = SessionCallCounts()  # the ATLAS base's freshness check (call_counts.py)
         self.models = ServedModels()  # what the live engines serve (their heartbeats)
         self.tokenizers = ModelTokenizers()  # real models' own tokenizers
@@ -91,9 +91,11 @@ class Gateway:
         await bus.nc.subscribe(f"{gateway._token_inbox}.*", cb=gateway._on_token)
         await bus.nc.flush()  # the server has the subscription before any call is placed
         await bus.serve_health()
+        await gateway.limits.start()
         return gateway
 
     async def close(self) -> None:
+        await self.limits.close()
         await self.bus.close()
 
     # --- engines -------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ class Gateway:
         """Resolve the session, then have the router place the call on a stream whose options are
         fixed first. Errors before any token (404, 409, 429, 503) surface here, before the response starts."""
         limit_key = None if call.session_id is None else call.program_id
-        self.limits.admit(tenant, limit_key, call.session_id)
+        await self.limits.admit(tenant, limit_key, call.session_id)
         try:
             session = await self._call_session(tenant, call)
         except BaseException:

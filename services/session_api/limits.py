@@ -2,8 +2,9 @@
 
 Checked when a call is admitted (before it reaches the mesh) and released when its stream closes.
 Breaking a limit is a 429 in OpenAI's error format with `Retry-After`, so the official client
-backs off and retries by itself. Counts are per API process: with N replicas a tenant gets up to
-N times the limits (set them per replica accordingly).
+backs off and retries by itself. This limiter counts one API process alone (SHARED_LIMITS=false):
+with N workers a tenant gets up to N times the limits. By default the tenant limits are shared by
+every worker instead (shared_limits.py, whose `call_limiter` picks one).
 
 Settings (environment): MAX_CONCURRENT_CALLS_PER_SESSION, MAX_CONCURRENT_CALLS_PER_TENANT,
 MAX_REQUESTS_PER_S_PER_TENANT (0 = no rate limit) and REQUEST_BURST_PER_TENANT.
@@ -46,7 +47,13 @@ class CallLimiter:
         return cls(settings.max_concurrent_calls_per_session, settings.max_concurrent_calls_per_tenant,
                    settings.max_requests_per_s_per_tenant, settings.request_burst_per_tenant)
 
-    def admit(self, tenant: str, session_id: str | None, shown_as: str | None = None) -> None:
+    async def start(self) -> CallLimiter:
+        return self
+
+    async def close(self) -> None:
+        pass
+
+    async def admit(self, tenant: str, session_id: str | None, shown_as: str | None = None) -> None:
         """Count one call in, or raise a 429; every successful admit needs one `release`.
 
         `session_id` is the key (the program id: per tenant); `shown_as` the client's own id, for
@@ -87,3 +94,4 @@ class CallLimiter:
             raise too_many(f"tenant is over its request rate of {self.rate_per_s:g}/s "
                            f"(burst {self.burst}); retry in {wait_s:.2f} s", "rate_limit_exceeded", wait_s)
         bucket.tokens -= 1.0
+

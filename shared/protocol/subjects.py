@@ -5,6 +5,7 @@ Hierarchy (`autellix.` prefix):
     cmd.engine.<engine_id>            RunCall/CancelCall  core, one engine agent
     cmd.session.{open,close,lookup}   session requests    core request/reply, queue group "process_table"
     cmd.health.<service>              HealthCheck         core request/reply, every instance answers
+    cmd.limits.{admit,usage}          AdmitCalls/LimitUsage core, every process table (the limit owner)
     tokens.<call_id>                  TokenChunk          core (the stream has its own end marker)
     hb.engine.<engine_id>             EngineHeartbeat     core (loss harmless: the next one comes)
     state.engine.<engine_id>.queue    EngineQueueSnapshot core
@@ -66,6 +67,19 @@ def session_close() -> str:
 
 def session_lookup() -> str:
     return f"{PREFIX}.cmd.session.lookup"
+
+
+def limits_admit() -> str:
+    return f"{PREFIX}.cmd.limits.admit"
+
+
+def limits_usage() -> str:
+    return f"{PREFIX}.cmd.limits.usage"
+
+
+def all_limits() -> str:
+    """Both limit subjects on one subscription: a worker's messages arrive in the order sent."""
+    return f"{PREFIX}.cmd.limits.*"
 
 
 def health(service: str) -> str:

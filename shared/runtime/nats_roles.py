@@ -99,7 +99,7 @@ def _others_durables() -> list[str]:
 PERMISSIONS: dict[str, Permissions] = {
     SESSION_API: _service(SESSION_API, publish=[
         subjects.router_route(), f"{P}.cmd.engine.*", subjects.session_open(), subjects.session_close(),
-        subjects.session_lookup(), *_events(m.CallSubmitted)],
+        subjects.session_lookup(), subjects.limits_admit(), subjects.limits_usage(), *_events(m.CallSubmitted)],
         subscribe=[subjects.all_engine_heartbeats()]),
     ROUTER: _service(ROUTER, publish=[f"{P}.cmd.engine.*", *_events(m.CallRouted)], subscribe=[
         subjects.router_route(), subjects.all_engine_heartbeats(),
@@ -114,7 +114,7 @@ PERMISSIONS: dict[str, Permissions] = {
         subjects.all_program_services(), *_events(m.SessionOpened, m.SessionClosed),
         *[f"{JS}.STREAM.UPDATE.{s}" for s in STREAMS]],
         subscribe=[subjects.session_open(), subjects.session_close(), subjects.session_lookup(),
-                   *_events(m.CallSubmitted)]),  # calls in flight: idle expiry waits for them
+                   subjects.all_limits(), *_events(m.CallSubmitted)]),  # calls in flight: idle expiry waits for them
     CONTROLLER: _service(CONTROLLER, publish=[*_events(m.ProgramPromoted), subjects.tenant_shares()], subscribe=[
         subjects.all_engine_queues(), subjects.all_program_services(), *_events(m.SessionClosed)]),
     # read-only: health requests, its own ephemeral, unacknowledged readers of the audit stream

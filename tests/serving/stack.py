@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import httpx
 import uvicorn
 
+from services.controller.main import serve as serve_controller
+from services.controller.settings import ControllerSettings
 from services.engine_agent.main import RunningAgent, start_agent
 from services.engine_agent.settings import EngineAgentSettings
 from services.process_table.main import serve as serve_process_table
@@ -39,13 +41,15 @@ class Stack:
 
     nats_url: str = ""
     policy: str = "atlas"
+    max_num_seqs: int | None = None
 
     async def stop_engine(self, engine_id: str) -> None:
         """Take one engine away abruptly (its heartbeats stop), as a crash would."""
         await self.agents.pop(engine_id).stop()
 
     async def restart_engine(self, engine_id: str) -> None:
-        self.agents[engine_id] = await start_agent(_agent_settings(self.nats_url, engine_id, self.policy))
+        self.agents[engine_id] = await start_agent(_agent_settings(self.nats_url, engine_id, self.policy,
+                                                                   self.max_num_seqs))
 
     async def stop(self) -> None:
         for stop in reversed(self._stoppers):
@@ -53,16 +57,19 @@ class Stack:
                 await stop()
 
 
-def _agent_settings(nats_url: str, engine_id: str, policy: str) -> EngineAgentSettings:
+def _agent_settings(nats_url: str, engine_id: str, policy: str, max_num_seqs: int | None = None) -> EngineAgentSettings:
     return EngineAgentSettings(nats_url=nats_url, engine_id=engine_id, scheduling_policy=policy,
-                               heartbeat_interval_s=0.25)
+                               heartbeat_interval_s=0.25, engine_max_num_seqs=max_num_seqs)
 
 
-async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, policy: str = "atlas") -> Stack:
+async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, policy: str = "atlas",
+                      max_num_seqs: int | None = None, controller: ControllerSettings | None = None) -> Stack:
+    """`controller`: also run the controller (promotions, tenant fair share) with these settings."""
     prefix = uuid.uuid4().hex[:6]
     engine_ids = [f"t{prefix}e{i}" for i in range(num_engines)]
     api_port = free_port()
-    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=engine_ids, nats_url=nats_url, policy=policy)
+    stack = Stack(base_url=f"http://127.0.0.1:{api_port}", engine_ids=engine_ids, nats_url=nats_url, policy=policy,
+                  max_num_seqs=max_num_seqs)
     try:
         pt_stop = asyncio.Event()
         pt_task = asyncio.create_task(serve_process_table(
@@ -80,8 +87,17 @@ async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, po
             await router_bus.close()
         stack._stoppers.append(stop_router)
 
+        if controller is not None:
+            ctl_stop = asyncio.Event()
+            ctl_task = asyncio.create_task(serve_controller(controller, ctl_stop))
+
+            async def stop_controller() -> None:
+                ctl_stop.set()
+                await asyncio.wait_for(ctl_task, 10)
+            stack._stoppers.append(stop_controller)
+
         for engine_id in engine_ids:
-            stack.agents[engine_id] = await start_agent(_agent_settings(nats_url, engine_id, policy))
+            stack.agents[engine_id] = await start_agent(_agent_settings(nats_url, engine_id, policy, max_num_seqs))
 
         async def stop_agents() -> None:
             for agent in list(stack.agents.values()):
