@@ -50,6 +50,7 @@ class TopView:
         self.clock = clock
         self.programs: dict[str, ProgramRow] = {}
         self.engines: dict[str, EngineRow] = {}
+        self.shares: m.TenantShares | None = None  # the controller's last fair-share decision
 
     def _program(self, program_id: str) -> ProgramRow:
         row = self.programs.get(program_id)
@@ -82,6 +83,9 @@ class TopView:
         row.service_s, row.wait_s = u.service_s, u.wait_s
         row.threads |= u.thread_service_s.keys()
         row.calls_done = max(row.calls_done, u.num_completed_calls)
+
+    def _on_TenantShares(self, shares: m.TenantShares) -> None:
+        self.shares = shares
 
     def _on_SessionOpened(self, e: m.SessionOpened) -> None:
         row = self._program(e.session_id)
@@ -150,10 +154,14 @@ class TopView:
             engines.add_row(row.engine_id, row.backend, row.model, str(row.running), str(row.waiting),
                             f"{100 * row.kv_use:.1f}%", f"{row.load:.0f}")
         tenants = Table(title="tenants", expand=True)
-        for col in ("tenant", "programs", "running calls", "service s", "wait s", "wait share"):
-            tenants.add_column(col, justify="left" if col == "tenant" else "right")
+        for col in ("tenant", "programs", "running calls", "service s", "wait s", "wait share", "recent s", "share"):
+            tenants.add_column(col, justify="left" if col in ("tenant", "share") else "right")
+        recent = self.shares.service_s if self.shares is not None else {}
+        behind = self.shares.classes if self.shares is not None else {}
         for name, t in sorted(self.tenants().items()):
             total = t["service_s"] + t["wait_s"]
             tenants.add_row(name, f"{t['programs']:.0f}", f"{t['running']:.0f}", f"{t['service_s']:.2f}",
-                            f"{t['wait_s']:.2f}", f"{t['wait_s'] / total:.0%}" if total else "-")
+                            f"{t['wait_s']:.2f}", f"{t['wait_s'] / total:.0%}" if total else "-",
+                            f"{recent[name]:.2f}" if name in recent else "-",
+                            "behind" if behind.get(name) else ("fair" if self.shares is not None else "-"))
         return Group(engines, tenants, programs)

@@ -58,6 +58,7 @@ async def _top(nats_url: str, interval_s: float, max_programs: int) -> int:
         for subject, types in ((subjects.all_engine_heartbeats(), (m.EngineHeartbeat,)),
                                (subjects.all_engine_queues(), (m.EngineQueueSnapshot,)),
                                (subjects.all_program_services(), (m.ProgramServiceUpdated,)),
+                               (subjects.tenant_shares(), (m.TenantShares,)),
                                (subjects.all_events(), m.AUDIT_EVENT_TYPES)):
             await bus.subscribe(subject, on_message, types=types)
         with Live(view.render(max_programs), console=Console(), auto_refresh=False, screen=False) as live:
