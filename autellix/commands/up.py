@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--upstream", default="", help="front an existing fleet: comma list of OpenAI-compatible "
                    "`vllm serve` URLs (run with --scheduling-policy priority), one engine agent each; implies "
                    "--backend upstream")
+    p.add_argument("--api-workers", type=int, default=1,
+                   help="session API processes sharing --port (SO_REUSEPORT) and one set of tenant limits "
+                        "(default 1)")
+    p.add_argument("--routers", type=int, default=1, help="router processes sharing the calls (default 1)")
     p.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (0: any free one)")
     p.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="external NATS (default $NATS_URL)")
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
@@ -69,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         options=StackOptions(port=args.port, host=args.host, engines=args.engines, backend=args.backend,
                              only=tuple(s.strip() for s in args.services.split(",") if s.strip()),
                              model=args.model, vllm_args=args.vllm_args, upstreams=upstreams,
+                             api_workers=args.api_workers, routers=args.routers,
                              tiny_model_dir=str(args.state_dir / "tiny-model") if args.model == "tiny" else ""),
         nats_url=args.nats_url or None,
         database_url=args.database_url or None,

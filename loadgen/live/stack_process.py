@@ -54,7 +54,7 @@ class StackProcess:
 
 def start_stack(policy: str, engines: int, port: int, backend: str = "lite",
                 ready_timeout_s: float = 120.0, max_num_seqs: int | None = None,
-                extra_env: dict[str, str] | None = None) -> StackProcess:
+                extra_env: dict[str, str] | None = None, extra_args: tuple[str, ...] = ()) -> StackProcess:
     state_dir = Path(tempfile.mkdtemp(prefix=f"autellix-demo-{policy}-", dir="/tmp"))
     api_key = f"sk-demo-{secrets.token_urlsafe(12)}"
     env = {**os.environ, "SCHEDULING_POLICY": policy, "AUTELLIX_API_KEYS": f"demo:{api_key}",
@@ -66,7 +66,7 @@ def start_stack(policy: str, engines: int, port: int, backend: str = "lite",
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "autellix", "up", "--engines", str(engines), "--port", str(port),
-             "--backend", backend, "--nats-port", "0", "--state-dir", str(state_dir)],
+             "--backend", backend, "--nats-port", "0", "--state-dir", str(state_dir), *extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     stack = StackProcess(proc, state_dir, f"http://127.0.0.1:{port}", api_key, log_path)
     try:

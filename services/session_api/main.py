@@ -19,6 +19,7 @@ from services.session_api.metrics import RequestMetrics
 from services.session_api.request_guard import RequestGuard
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
+from services.session_api.shared_port import serve_on_shared_port
 from services.settings_vocabulary import report_unknown_variables
 from shared.logging import get_logger
 from shared.service_process import freeze_startup_heap, run_service
@@ -86,6 +87,10 @@ def serve(settings: SessionApiSettings) -> None:
     """Serve the app on uvicorn's own loop until a signal."""
     app = create_app(settings)
     freeze_startup_heap()  # the collector ran about a tenth of this process's CPU under load
-    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning", access_log=False,
-                log_config=None,  # uvicorn's loggers go through ours (shared/logging.py): same format
-                timeout_graceful_shutdown=settings.shutdown_drain_s, **uvicorn_options(settings))
+    options = {"log_level": "warning", "access_log": False,
+               "log_config": None,  # uvicorn's loggers go through ours (shared/logging.py): same format
+               "timeout_graceful_shutdown": settings.shutdown_drain_s, **uvicorn_options(settings)}
+    if settings.api_reuse_port:  # one of several workers on the port (shared_port.py)
+        serve_on_shared_port(app, settings.api_host, settings.api_port, options)
+        return
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port, **options)

@@ -30,6 +30,8 @@ class StackOptions:
     vllm_args: str = ""  # backend vllm: further `vllm serve` flags for every engine
     tiny_model_dir: str = ""  # backend vllm with --model tiny: where the tiny model is made
     upstreams: tuple[str, ...] = ()  # backend upstream: one `vllm serve` URL per engine
+    api_workers: int = 1  # session_api processes, all on `port` (SO_REUSEPORT: the kernel spreads connections)
+    routers: int = 1  # router processes (one queue group: they share the calls)
 
     def engine_env(self, index: int) -> dict[str, str]:
         env = {"ENGINE_ID": f"e{index}", "ENGINE_BACKEND": self.backend}
@@ -61,6 +63,7 @@ class ServiceSpec:
     probe: HealthProbe
     per_engine: bool = False  # one instance per engine (ENGINE_ID=e0, e1, ...)
     needs_database: bool = False
+    replicas_option: str = ""  # the StackOptions field giving its number of instances (default one)
 
     def installed(self) -> bool:
         """The module's folder has a `__main__.py` (checked on disk: no service code is imported)."""
@@ -77,21 +80,26 @@ class ServiceSpec:
         if self.per_engine:
             return [Instance(f"{self.name}-e{i}", self.module, opts.engine_env(i),
                              HealthProbe.HEARTBEAT, f"e{i}", self.needs_database) for i in range(opts.engines)]
+        replicas = getattr(opts, self.replicas_option) if self.replicas_option else 1
+        names = [self.name] if replicas == 1 else [f"{self.name}-{i}" for i in range(replicas)]
         if self.probe is HealthProbe.HTTP:
             env = {"API_HOST": opts.host, "API_PORT": str(opts.port)}
-            return [Instance(self.name, self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
-                             self.needs_database)]
-        return [Instance(self.name, self.module, {}, self.probe, self.name, self.needs_database)]
+            if replicas > 1:
+                env["API_REUSE_PORT"] = "true"  # every worker binds the one port
+            # with several workers the probe reaches whichever one the kernel picks
+            return [Instance(name, self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
+                             self.needs_database) for name in names]
+        return [Instance(name, self.module, {}, self.probe, self.name, self.needs_database) for name in names]
 
 
 # Start order: state first, then the engines' clients, the engines, and the front door last (it
 # opens only when everything behind it answers). Stop order is the reverse.
 SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("process_table", "services.process_table", HealthProbe.NATS, needs_database=True),
-    ServiceSpec("router", "services.router", HealthProbe.NATS),
+    ServiceSpec("router", "services.router", HealthProbe.NATS, replicas_option="routers"),
     ServiceSpec("engine_agent", "services.engine_agent", HealthProbe.HEARTBEAT, per_engine=True),
     ServiceSpec("controller", "services.controller", HealthProbe.NATS),
-    ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP),
+    ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP, replicas_option="api_workers"),
 )
 
 BACKENDS = ("lite", "emulated", "vllm", "upstream")
@@ -112,6 +120,9 @@ def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tu
                          "one engine agent per upstream")
     if opts.engines < 1:
         raise ValueError(f"--engines must be >= 1, got {opts.engines}")
+    for option, flag in (("api_workers", "--api-workers"), ("routers", "--routers")):
+        if not 1 <= getattr(opts, option) <= 64:
+            raise ValueError(f"{flag} must be in 1..64, got {getattr(opts, option)}")
     if not 1 <= opts.port <= 65535:
         raise ValueError(f"--port must be in 1..65535, got {opts.port}")
     unknown = set(opts.only) - {s.name for s in services}

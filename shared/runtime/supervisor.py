@@ -276,7 +276,8 @@ class Stack:
         # The front door (started last) closes first so no new work comes in; the rest then drain
         # together (what they still publish to JetStream is durable, so their order does not matter).
         ordered = list(reversed(self.processes))
-        for batch in (ordered[:1], ordered[1:]):
+        front = sum(1 for p in ordered if p.name.split("-")[0] == ordered[0].name.split("-")[0]) if ordered else 0
+        for batch in (ordered[:front], ordered[front:]):  # every API worker first
             for proc in batch:
                 proc.terminate()
             for proc in batch:
