@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
-from shared.engine.api import Engine
+from shared.engine.capabilities import Capability, Capable
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
 
 
 class ProgramForgetter:
-    def __init__(self, directory: CachedProgramDirectory, engine: Engine) -> None:
+    def __init__(self, directory: CachedProgramDirectory, engine: Capable) -> None:
         self.directory = directory
-        # the lite engine keeps per-session retention state (pins, pause history); others may not
-        self._forget_in_engine = getattr(engine, "forget_session", None)
+        # the lite engine (and a real engine's agent) keeps per-session state; others may not
+        self._forget_in_engine = (engine.forget_session if Capability.FORGET_SESSIONS in engine.capabilities
+                                  else None)
         self.num_forgotten = 0
 
     def forget(self, program_id: str) -> None:
@@ -34,7 +35,7 @@ class ProgramForgetter:
         self.forget(closed.session_id)
 
 
-async def subscribe_forgetting(bus: Bus, directory: CachedProgramDirectory, engine: Engine) -> ProgramForgetter:
+async def subscribe_forgetting(bus: Bus, directory: CachedProgramDirectory, engine: Capable) -> ProgramForgetter:
     forgetter = ProgramForgetter(directory, engine)
     await bus.subscribe(subjects.events_of_type(m.SessionClosed), forgetter.on_session_closed,
                         types=(m.SessionClosed,))

@@ -18,9 +18,10 @@ from functools import cache, lru_cache
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 
+from shared.engine.capabilities import Capability
+from shared.engine.registry import SIMULATED_BACKENDS
 from shared.protocol import messages as m
 
-SIMULATED_BACKENDS = ("lite", "emulated")
 MAX_LEVELS = 16  # MLFQ levels reported one by one; deeper ones add to the last
 
 QUEUED_CALLS = Gauge("autellix_engine_queued_calls", "Calls waiting on the engine, by the MLFQ level of "
@@ -177,12 +178,11 @@ class EngineMetrics:
 
 
 def engine_stats_of(agent) -> dict | None:
-    """The simulated engine's cumulative counters (lite: a dict, emulated: a method); None elsewhere."""
-    engine = getattr(getattr(agent, "stepper", None), "engine", None)
-    stats = getattr(engine, "stats", None)
-    if callable(stats):
-        stats = stats()
-    return stats if isinstance(stats, dict) else None
+    """The simulated engine's cumulative counters; None for a real engine (vLLM reports its own)."""
+    if agent.backend not in SIMULATED_BACKENDS:
+        return None
+    engine = agent.stepper.engine
+    return dict(engine.stats) if Capability.COUNTERS in engine.capabilities else None
 
 
 _BY_ENGINE: dict[str, EngineMetrics] = {}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from shared.core.kv_retention import RetentionConfig
 from shared.engine.api import EngineCall, output_segment_id
+from shared.engine.capabilities import Capability
 from shared.engine.lite.retention import SessionHint
 from shared.lru import LRU
 from shared.protocol import messages as m
@@ -82,7 +83,7 @@ class SessionRetention:
 
 def attach_retention(engine, calls: dict) -> SessionRetention | None:
     """Wire hints into `engine` when it retains KV (a lite engine with `kv_retention` set)."""
-    if getattr(engine, "retention", None) is None:
+    if Capability.RETAIN_SESSIONS not in engine.capabilities:
         return None
     return SessionRetention(engine, calls)
 

@@ -6,6 +6,8 @@ engine answers `conflict` and keeps the call, so a call never runs, or streams, 
 
 from __future__ import annotations
 
+from shared.engine.capabilities import Capability
+
 STOLEN = "stolen"  # CancelCall.reason of a work-stealing move
 
 
@@ -14,9 +16,9 @@ def can_give_up(agent, call_id: str) -> bool:
     if live is None or live.started:
         return False
     stepper = agent.stepper
-    if any(c.call_id == call_id for c in getattr(stepper, "_pending", ())):
+    if stepper.is_pending(call_id):
         return True  # not yet submitted to the engine
-    queued = getattr(stepper.engine, "queued_unstarted", None)  # lite: waiting, holding no KV
-    if queued is None:
+    engine = stepper.engine
+    if Capability.GIVE_UP_QUEUED not in engine.capabilities:
         return False
-    return any(seq.call_id == call_id for seq in queued())
+    return any(seq.call_id == call_id for seq in engine.queued_unstarted())  # waiting, holding no KV

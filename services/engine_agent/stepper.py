@@ -51,6 +51,10 @@ class RealTimeStepper:
         self._pending.append(call)
         self._wakeup.set()
 
+    def is_pending(self, call_id: str) -> bool:
+        """Submitted here but not yet handed to the engine (at the next step)."""
+        return any(call.call_id == call_id for call in self._pending)
+
     def abort(self, call_id: str) -> bool:
         for i, call in enumerate(self._pending):
             if call.call_id == call_id:

@@ -30,6 +30,7 @@ from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
 from shared.engine.api import CallCompletion
+from shared.engine.capabilities import Capability
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.program_meta import FLAT_PREFIX, flat_program_args
 from shared.logging import get_logger
@@ -66,6 +67,8 @@ class VllmCall:
 
 
 class VllmEngineAgent:
+    capabilities = frozenset({Capability.FORGET_SESSIONS})  # a closed session leaves the engine core
+
     def __init__(self, bus: Bus, engine_id: str, policy: SchedulingPolicy, directory: CachedProgramDirectory,
                  serving, model_name: str, backend: str = "vllm") -> None:
         self.bus = bus

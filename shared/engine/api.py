@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.core.program import ProgramLedger
+from shared.engine.capabilities import Capability
 
 # A prompt is a concatenation of content segments: (segment id, tokens). Equal segment ids mean
 # equal tokens, so two prompts that start with the same segments share a KV prefix. A program's
@@ -87,6 +88,10 @@ class ProgramDirectory(Protocol):
 
 class Engine(Protocol):
     engine_id: str
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What it can do beyond this protocol (`shared/engine/capabilities.py`)."""
 
     def submit(self, call: EngineCall, now_s: float) -> None: ...
 

@@ -28,6 +28,7 @@ from shared.engine.api import (
     StepReport,
     output_segment_id,
 )
+from shared.engine.capabilities import Capability
 from shared.engine.cost_model import DEFAULT_PRESET, CostModel
 from shared.engine.lite.retention import SessionHint
 from shared.engine.program_meta import EXTRA_ARGS_KEY
@@ -216,6 +217,11 @@ class EmulatedVllmEngine:
         # an abort outside a step: drop its record now (it is not a completion)
         self.sched.finished_calls = [c for c in self.sched.finished_calls if c.call_id != call_id]
         return True
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        base = frozenset({Capability.GIVE_UP_QUEUED, Capability.COUNTERS})
+        return base | {Capability.RETAIN_SESSIONS} if self.sched.retention is not None else base
 
     def has_work(self) -> bool:
         return self.sched.has_unfinished_requests()

@@ -16,6 +16,7 @@ import heapq
 
 from shared.core.policy import SchedulingPolicy
 from shared.engine.api import EngineCall, ProgramDirectory, Segment, StepReport
+from shared.engine.capabilities import Capability
 from shared.engine.cost_model import CostModel
 from shared.engine.lite.batch import BatchMixin
 from shared.engine.lite.blocks import BlockPool
@@ -26,6 +27,9 @@ from shared.engine.lite.retention import RetentionMixin
 from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
 from shared.engine.lite.waiting import WaitingQueue
 from shared.protocol.programs import is_one_call_program
+
+_CAPABILITIES = frozenset({Capability.GIVE_UP_QUEUED, Capability.FORGET_SESSIONS, Capability.COUNTERS})
+_WITH_RETENTION = _CAPABILITIES | {Capability.RETAIN_SESSIONS}
 
 
 class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
@@ -89,6 +93,10 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
         self._live_work += seq.prompt_tokens + seq.max_out
         self.stats["prompt_tokens"] += seq.prompt_tokens
         self.waiting.push(seq, self._key(seq))
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return _WITH_RETENTION if self.retention is not None else _CAPABILITIES
 
     def has_work(self) -> bool:
         return bool(self.decoding or self.prefilling or self.waiting)
