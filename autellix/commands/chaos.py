@@ -8,8 +8,9 @@
       --aggregation critical_path, S_p against the pure core replayed over the call rows)
   autellix hold [--minutes M] [--fraction 0.8] [--json PATH]
       measure capacity, then hold that fraction of it; errors, latency, RSS per process
-  autellix fuzz-api [--examples N] [--json PATH]
-      schemathesis against the session API's OpenAPI document (no 5xx, nothing off the document)
+  autellix fuzz-api [--examples N] [--seed S] [--runs R] [--json PATH]
+      schemathesis against the session API's OpenAPI document, R runs (seeds S..S+R-1): no 5xx,
+      every error in OpenAI's format, nothing off the document; stateful links followed
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def _write(result: dict, json_path: str | None) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from loadgen.chaos.faults import FAULT_KINDS  # no I/O, no heavy imports
+
     p = subparsers.add_parser("chaos", help="inject faults under load; count lost and double-counted calls",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--faults", default="engine,process_table,nats,postgres", help="fault kinds (comma list)")
+    p.add_argument("--faults", default=",".join(FAULT_KINDS), help="fault kinds (comma list)")
     p.add_argument("--count", type=int, default=20, help="faults of each kind (default 20)")
     p.add_argument("--quick", action="store_true", help="2 faults of each kind, short gaps (under 3 minutes)")
     p.add_argument("--gap", type=float, default=3.0, help="seconds of load between faults")
@@ -60,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--examples", type=int, default=150, help="max cases per operation and mode")
     f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--runs", type=int, default=1, help="runs with seeds seed, seed+1, ... (default 1)")
     f.add_argument("--json", dest="json_path")
     f.set_defaults(handler=run_fuzz)
 
@@ -104,18 +108,23 @@ def run_hold(args: argparse.Namespace) -> int:
 
 
 def run_fuzz(args: argparse.Namespace) -> int:
-    from loadgen.chaos.fuzz_api import FUZZ_ENV, fuzz
+    from loadgen.chaos.fuzz_api import FUZZ_ENV, fuzz_seeds
     from loadgen.chaos.stack import ChaosStack
+
+    if not 1 <= args.runs <= 100:
+        raise ValueError("--runs must be in 1..100")
 
     async def main() -> dict:
         stack = await ChaosStack(extra_env=FUZZ_ENV).up()
         try:
-            return await fuzz(stack.api_url, stack.tenant_keys["acme"], args.examples, args.seed)
+            await stack.wait_ready(60)
+            return await fuzz_seeds(stack.api_url, stack.tenant_keys["acme"], args.examples,
+                                    list(range(args.seed, args.seed + args.runs)))
         finally:
             stack.down()
     result = asyncio.run(main())
-    tail = result.pop("output_tail")
-    print(tail[-1500:], file=sys.stderr)
-    print(json.dumps({k: result[k] for k in ("cases", "server_errors", "failures", "exit_code")}, indent=2))
-    _write({**result, "output_tail": tail}, args.json_path)
-    return 0 if result["exit_code"] == 0 and not result["server_errors"] else 1
+    print(result["runs"][-1]["output_tail"][-1500:], file=sys.stderr)
+    print(json.dumps({k: result[k] for k in ("cases", "stateful_cases", "server_errors", "error_answers_off_format",
+                                             "failures", "exit_code")}, indent=2))
+    _write(result, args.json_path)
+    return 0 if result["exit_code"] == 0 and not result["server_errors"] and not result["error_answers_off_format"] else 1

@@ -6,6 +6,9 @@
   durable consumer and are applied once (idempotent by call id).
 - nats: stop the server and start it on the same port and JetStream store; every client reconnects.
 - postgres: fast shutdown and restart on the same data dir; the process table retries until it commits.
+- table_commit_crash: the process table dies right after committing a batch, before publishing its
+  updates or acking (FAULT_EXIT_AFTER_COMMITS=1); the next table gets the batch again, finds it
+  stored, and publishes the committed service (republish.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from dataclasses import dataclass
 
 from loadgen.chaos.stack import ChaosStack
 
-FAULT_KINDS = ("engine", "process_table", "nats", "postgres")
+FAULT_KINDS = ("engine", "process_table", "nats", "postgres", "table_commit_crash")
+CRASH_AFTER_COMMIT = "FAULT_EXIT_AFTER_COMMITS"
+CRASH_WAIT_S = 30.0  # the load commits a batch well within this
 
 
 @dataclass
@@ -40,6 +45,16 @@ async def inject(stack: ChaosStack, kind: str, index: int, down_s: float, t0: fl
         stack.kill(target)
         await asyncio.sleep(down_s)
         stack.restart(target)
+    elif kind == "table_commit_crash":
+        target = "process_table"
+        stack.restart(target, set_env={CRASH_AFTER_COMMIT: "1"})
+        deadline = time.monotonic() + CRASH_WAIT_S
+        while stack.process(target).alive():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the process table committed nothing in {CRASH_WAIT_S:.0f} s (is there load?)")
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(down_s)
+        stack.restart(target, drop_env=(CRASH_AFTER_COMMIT,))
     elif kind == "nats":
         target = "nats-server"
         await asyncio.to_thread(stack.restart_nats, down_s)

@@ -87,11 +87,13 @@ class ChaosStack(Stack):
             os.kill(proc.pid, signal.SIGKILL)
             proc.process.wait(timeout=10)
 
-    def restart(self, name: str) -> ManagedProcess:
+    def restart(self, name: str, set_env: dict[str, str] | None = None, drop_env: tuple[str, ...] = ()) -> ManagedProcess:
+        """Kill (if alive) and start again, with `set_env` added to its environment and `drop_env` removed."""
         old = self.process(name)
         if old.alive():
             self.kill(name)
-        new = ManagedProcess(old.name, old.argv, old.env, old.log_path, old.cwd).start()
+        env = {k: v for k, v in {**old.env, **(set_env or {})}.items() if k not in drop_env}
+        new = ManagedProcess(old.name, old.argv, env, old.log_path, old.cwd).start()
         self.processes[self.processes.index(old)] = new
         return new
 

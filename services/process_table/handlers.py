@@ -15,6 +15,7 @@ cannot be a subject token...) is rejected with a logged reason and an error even
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ COMPLETION_ACK_WAIT_S = 5.0
 # a call the API has not failed by its deadline is still in flight: idle expiry waits this long past
 # CALL_DEADLINE_S for its completion (the API cancels the call at the deadline)
 IN_FLIGHT_MARGIN_S = 30.0
+FAULT_EXIT_CODE = 70  # the exit status of FAULT_EXIT_AFTER_COMMITS (chaos tells it from a real crash)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class ProcessTableService:
         self.bus = bus
         self.engine = engine
         self.settings = settings
+        self._commits_before_fault = settings.fault_exit_after_commits  # chaos only; 0: never
         self.mlfq = MlfqConfig(num_levels=settings.mlfq_num_levels, base_quantum_s=settings.mlfq_base_quantum_s)
         self.log = get_logger(component="process_table")
         self.applier = BatchApplier(engine)
@@ -152,6 +155,7 @@ class ProcessTableService:
             if not batch:
                 return
             outcome = await self._commit(batch)
+            self._fault_after_commit(outcome)
             t0 = time.perf_counter()
             metrics.completions_applied(outcome.updates, [d.decoded for d in outcome.committed])
             for update in outcome.updates:  # after commit: what engines and the router see is durable
@@ -167,6 +171,15 @@ class ProcessTableService:
                 done = {id(d) for d in outcome.committed + outcome.rejected}
                 await self.puller.nak([d for d in batch if id(d) not in done])
                 return
+
+    def _fault_after_commit(self, outcome: _Outcome) -> None:
+        """FAULT_EXIT_AFTER_COMMITS (chaos only): die between commit and publish, as a crash would."""
+        if not (self.settings.fault_exit_after_commits and outcome.committed):
+            return
+        self._commits_before_fault -= 1
+        if self._commits_before_fault <= 0:
+            self.log.warning("fault_exit_after_commit", committed=len(outcome.committed))
+            os._exit(FAULT_EXIT_CODE)
 
     async def _republish_unchanged(self, committed: list[Delivery], updates: list[ServiceUpdate]) -> None:
         """Programs whose completions were all already stored (a batch committed, then the table

@@ -1,6 +1,7 @@
 """Process table settings (environment variables, validated): the mesh and database settings plus
 SESSION_IDLE_TTL_S, SESSION_EXPIRY_INTERVAL_S, COMPLETION_BATCH_SIZE, DEFAULT_AGGREGATION,
-DB_RETRY_BUDGET_S, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S."""
+DB_RETRY_BUDGET_S, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S; FAULT_EXIT_AFTER_COMMITS is fault
+injection for `autellix chaos` only."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ SERVICE_NAME = "process_table"
 
 
 class ProcessTableSettings(DatabaseSettings):
-    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "DATABASE_", "DB_", "MLFQ_", "SESSION_")
+    env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "DATABASE_", "DB_", "MLFQ_", "SESSION_", "FAULT_")
     # an open session with no completion, open or promotion for this long is closed as abandoned
     session_idle_ttl_s: float = Field(default=1800.0, gt=0)
     session_expiry_interval_s: float = Field(default=10.0, gt=0)  # how often abandoned ones are swept
@@ -40,6 +41,9 @@ class ProcessTableSettings(DatabaseSettings):
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
     mlfq_num_levels: int = Field(default=8, ge=1)
     mlfq_base_quantum_s: float = Field(default=1.0, gt=0)
+    # chaos: the process exits right after its Nth committed batch, before publishing its updates or
+    # acking (the crash between commit and publish that republish.py recovers from); 0: never
+    fault_exit_after_commits: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _one_policy(self) -> ProcessTableSettings:

@@ -39,6 +39,13 @@ async def test_process_table_sigkill_loses_and_double_counts_nothing(chaos_stack
     await _run(chaos_stack, "process_table")
 
 
+async def test_process_table_crash_between_commit_and_publish_loses_nothing_and_republishes(chaos_stack):
+    await _run(chaos_stack, "table_commit_crash")
+    log = (chaos_stack.log_dir / "process_table.log").read_text()
+    assert "fault_exit_after_commit" in log  # it died after a commit, before publishing
+    assert chaos_stack.process("process_table").alive()
+
+
 async def test_nats_restart_every_service_reconnects(chaos_stack):
     await _run(chaos_stack, "nats")
     for name in ("process_table", "router", "controller", "engine_agent-e0", "engine_agent-e1"):
