@@ -8,6 +8,7 @@ the next choice (once), else the caller gets a retryable `unavailable` error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from services.router import metrics
 from services.router.decision import EngineChooser, NoEngineError, RouteRequest
@@ -22,6 +23,10 @@ from shared.protocol.errors import ErrorCode
 
 MAX_PLACEMENT_TRIES = 2
 
+# called with each call the router placed and the engine that took it (e.g. work stealing's record
+# of queued calls); registered with `RouterHandlers.on_placed`
+PlacementHook = Callable[[m.RouteCall, str], None]
+
 
 class RouterHandlers:
     def __init__(self, bus: Bus, chooser: EngineChooser, engine_request_timeout_s: float,
@@ -32,6 +37,10 @@ class RouterHandlers:
         self.clock = clock
         self.log = get_logger()
         self.num_routed = 0
+        self.placement_hooks: list[PlacementHook] = []
+
+    def on_placed(self, hook: PlacementHook) -> None:
+        self.placement_hooks.append(hook)
 
     async def on_heartbeat(self, msg: Incoming) -> None:
         hb: m.EngineHeartbeat = msg.body
@@ -75,5 +84,7 @@ class RouterHandlers:
             routed = m.CallRouted(call_id=call.call_id, program_id=call.program_id,
                                   engine_id=decision.engine_id, reason=decision.reason)
             await self.bus.publish_event_unacked(routed)
+            for hook in self.placement_hooks:
+                hook(call, decision.engine_id)
             return routed
         return m.error_reply(ErrorCode.UNAVAILABLE, f"{last_error}; retry shortly")

@@ -26,7 +26,7 @@ async def start_router(settings: RouterSettings) -> tuple[Bus, RouterHandlers, a
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     chooser = make_chooser(settings)
     handlers = RouterHandlers(bus, chooser, settings.engine_request_timeout_s)
-    stealing = await start_stealing(bus, chooser, handlers, settings)  # wraps on_route: before subscribing
+    stealing = await start_stealing(bus, chooser, handlers, settings)  # hooks placements: before subscribing
     await bus.subscribe(subjects.all_engine_heartbeats(), handlers.on_heartbeat, types=(m.EngineHeartbeat,))
     await bus.subscribe(subjects.router_route(), handlers.on_route, queue=subjects.ROUTER_QUEUE,
                         types=(m.RouteCall,), max_in_flight=256)

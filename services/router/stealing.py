@@ -58,15 +58,6 @@ class WorkStealer:
         if len(self._queued) < self.max_queued:
             self._queued[call.call_id] = (call, engine_id, self.clock())
 
-    def wrap_route(self, on_route):
-        """The router's route handler, recording each placed call as queued."""
-        async def route(msg: Incoming):
-            result = await on_route(msg)
-            if isinstance(result, m.CallRouted):
-                self.placed(msg.body, result.engine_id)
-            return result
-        return route
-
     async def on_call_event(self, msg: Incoming) -> None:
         """`call.started` / `call.completed`: the call holds KV or is done, never stolen."""
         self._queued.pop(msg.body.call_id, None)
@@ -179,7 +170,7 @@ async def start_stealing(bus: Bus, chooser: AffinityChooser, handlers, settings)
         return None
     stealer = WorkStealer(bus, chooser, settings.engine_request_timeout_s, handlers.clock)
     handlers.stealer = stealer
-    handlers.on_route = stealer.wrap_route(handlers.on_route)
+    handlers.on_placed(stealer.placed)
     for event_type in (m.CallStarted, m.CallCompleted):
         await bus.subscribe(subjects.events_of_type(event_type), stealer.on_call_event, types=(event_type,))
     return asyncio.create_task(stealer.run_forever(settings.affinity_steal_interval_s))
