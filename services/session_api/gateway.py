@@ -21,20 +21,17 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from services.session_api import metrics
-from services.session_api.call_counts import SessionCallCounts
 from services.session_api.call_stream import CallStream, StreamOptions, TokenListener
 from services.session_api.calls import PreparedCall
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
 from services.session_api.model_tokenizer import ModelTokenizers
+from services.session_api.peer_notes import PeerNotes
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
 from services.session_api.session_ids import checked, is_issued, new_issued_id, program_id_for
-from services.session_api.session_lookups import SessionLookups
-from services.session_api.session_threads import SessionThreads
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_limits import call_limiter
 from services.session_api.tenant_salts import TenantSalts
-from services.session_api.tokens import OutputIndex
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import Incoming
@@ -66,13 +63,15 @@ class Gateway:
     def __init__(self, bus: Bus, settings: SessionApiSettings) -> None:
         self.bus = bus
         self.settings = settings
-        self.outputs = OutputIndex()
+        # per-process caches that the other API workers keep filled too (peer_notes.py)
+        self.peers = PeerNotes(bus, settings.session_cache_ttl_s, settings.max_threads_per_session)
+        self.outputs = self.peers.outputs
         self.limits = call_limiter(bus, settings)  # per tenant over every API worker (shared_limits.py)
-        self.completed_calls = SessionCallCounts()  # the ATLAS base's freshness check (call_counts.py)
+        self.completed_calls = self.peers.completed_calls  # the ATLAS base's freshness check (call_counts.py)
         self.models = ServedModels()  # what the live engines serve (their heartbeats)
         self.tokenizers = ModelTokenizers()  # real models' own tokenizers
-        self.session_lookups = SessionLookups(settings.session_cache_ttl_s)  # shared, briefly cached
-        self.session_threads = SessionThreads(settings.max_threads_per_session)
+        self.session_lookups = self.peers.session_lookups  # shared, briefly cached
+        self.session_threads = self.peers.session_threads
         self.salts = TenantSalts.from_settings(settings.cache_salt_key, settings.autellix_api_keys)
         self._engine_seen_s: dict[str, float] = {}
         self._engine_started_ns: dict[str, int] = {}
@@ -92,6 +91,7 @@ class Gateway:
         await bus.nc.flush()  # the server has the subscription before any call is placed
         await bus.serve_health()
         await gateway.limits.start()
+        await gateway.peers.start()
         return gateway
 
     async def close(self) -> None:

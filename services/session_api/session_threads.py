@@ -8,8 +8,9 @@ a completed call) and those this API process has placed calls on since (not in t
   the client names a fork point the program does not have (the ledger would fork it from S_p).
 - A new thread beyond `MAX_THREADS_PER_SESSION` (default 256) is a 400 `too_many_threads`: a
   session's lookup reply lists every thread, and each one is a thread row at the table.
-Threads placed through another API replica a moment ago are unknown here until their first call
-completes; a fork from one of those is refused (retry once that call is answered). Calls without
+Threads placed through another API worker are told here by that worker (peer_notes.py), well
+before their first call is answered; a note lost on the way means a fork from that thread is
+refused until its call completes (retry then). Calls without
 a session are one-call programs: nothing to check.
 """
 
@@ -53,6 +54,19 @@ class SessionThreads:
                            "(MAX_THREADS_PER_SESSION); send this call on one of them", "too_many_threads",
                            "thread_id")
         placed.add(thread_id)
+
+    def knows(self, program_id: str, thread_id: str) -> bool:
+        placed = self._placed.get(program_id)
+        return placed is not None and thread_id in placed
+
+    def note(self, program_id: str, thread_id: str) -> None:
+        """A thread placed through another API worker (peer_notes.py): one of the session's now."""
+        placed = self._placed.touch(program_id)
+        if placed is None:
+            placed = set()
+            self._placed.put(program_id, placed)
+        if len(placed) < self.max_threads:
+            placed.add(thread_id)
 
     def forget(self, program_id: str) -> None:
         self._placed.pop(program_id, None)

@@ -54,16 +54,19 @@ def content_segment_id(role: str, content: str, salt: str = "") -> str:
 class OutputIndex:
     """Remembers which response text came from which engine call (bounded LRU).
 
-    Per API process: with several API replicas a miss only costs a prefix-cache hit, never
-    correctness (the segment is then counted as new tokens).
+    Per API process, filled by the other workers too (peer_notes.py): a miss only costs a
+    prefix-cache hit, never correctness (the segment is then counted as new tokens).
     """
 
     def __init__(self, capacity: int = 200_000) -> None:
         self._by_segment: LRU[str, str] = LRU(capacity)
 
     def remember(self, response_text: str, call_id: str, salt: str = "") -> None:
-        key = content_segment_id("assistant", response_text, salt)
-        self._by_segment.put(key, call_id)
+        self.remember_segment(content_segment_id("assistant", response_text, salt), call_id)
+
+    def remember_segment(self, segment_id: str, call_id: str) -> None:
+        """An assistant segment (`content_segment_id`) another API worker saw answered (peer_notes.py)."""
+        self._by_segment.put(segment_id, call_id)
 
     def segment_for(self, role: str, content: str, salt: str = "") -> Segment:
         seg_id = content_segment_id(role, content, salt)

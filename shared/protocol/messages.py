@@ -417,6 +417,19 @@ class LimitUsage:
     awaiting: list[int] = field(default_factory=list)
 
 
+@message("api.peer_notes")
+@_wire
+class ApiPeerNotes:
+    """Event (core NATS, every session_api worker): what one worker's caches learned that the
+    others' need (services/session_api/peer_notes.py)."""
+    TYPE: ClassVar[str]
+    worker_id: str
+    outputs: list[tuple[str, str]] = field(default_factory=list)  # (assistant segment id, call id)
+    completed: list[str] = field(default_factory=list)  # program ids, one per call answered
+    threads: list[tuple[str, str]] = field(default_factory=list)  # (program id, thread id) placed
+    closed: list[tuple[str, str]] = field(default_factory=list)  # (tenant, program id) closed
+
+
 # ---------------------------------------------------------------------------------------------
 # Replies, errors, health
 # ---------------------------------------------------------------------------------------------

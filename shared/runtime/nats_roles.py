@@ -99,8 +99,9 @@ def _others_durables() -> list[str]:
 PERMISSIONS: dict[str, Permissions] = {
     SESSION_API: _service(SESSION_API, publish=[
         subjects.router_route(), f"{P}.cmd.engine.*", subjects.session_open(), subjects.session_close(),
-        subjects.session_lookup(), subjects.limits_admit(), subjects.limits_usage(), *_events(m.CallSubmitted)],
-        subscribe=[subjects.all_engine_heartbeats()]),
+        subjects.session_lookup(), subjects.limits_admit(), subjects.limits_usage(), subjects.api_peer_notes(),
+        *_events(m.CallSubmitted)],
+        subscribe=[subjects.all_engine_heartbeats(), subjects.api_peer_notes()]),
     ROUTER: _service(ROUTER, publish=[f"{P}.cmd.engine.*", *_events(m.CallRouted)], subscribe=[
         subjects.router_route(), subjects.all_engine_heartbeats(),
         *_events(m.CallStarted, m.CallCompleted, m.SessionClosed)]),

@@ -18,12 +18,15 @@ from tests.serving.stack import TENANT_KEYS, Stack
 
 
 @contextlib.asynccontextmanager
-async def api_replica(stack: Stack, **settings):
-    """Yields the replica's base URL once it sees the stack's engines."""
+async def api_replica(stack: Stack, apps: list | None = None, **settings):
+    """Yields the replica's base URL once it sees the stack's engines (its app joins `apps`)."""
     port = free_port()
     config = SessionApiSettings(nats_url=stack.nats_url, api_port=port, engine_ttl_s=1.5, **settings)
     keys = KeyStore.parse(",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items()))
-    server = uvicorn.Server(uvicorn.Config(create_app(config, keys), host="127.0.0.1", port=port,
+    app = create_app(config, keys)
+    if apps is not None:
+        apps.append(app)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on", **uvicorn_options(config)))
     task = asyncio.create_task(server.serve())
     base_url = f"http://127.0.0.1:{port}"
