@@ -55,7 +55,8 @@ async def watch_for_duplicates(bus: Bus, engine_id: str, own_started_at_ns: int)
     older: asyncio.Future[m.EngineHeartbeat] = asyncio.get_running_loop().create_future()
 
     async def on_heartbeat(msg) -> None:
-        if 0 < msg.body.started_at_ns < own_started_at_ns and not older.done():
+        # only a heartbeat about this engine id is a peer's (one about another on this subject is bogus)
+        if msg.body.engine_id == engine_id and 0 < msg.body.started_at_ns < own_started_at_ns and not older.done():
             older.set_result(msg.body)
     sub = await bus.subscribe(subjects.engine_heartbeat(engine_id), on_heartbeat, types=(m.EngineHeartbeat,))
     try:

@@ -24,7 +24,7 @@ import msgpack
 import msgspec
 
 from shared.protocol import messages as _messages  # noqa: F401  (registers every message type)
-from shared.protocol.codec import MESSAGE_TYPES, from_map, to_map
+from shared.protocol.codec import MESSAGE_TYPES, from_map, to_map, within_bounds
 from shared.protocol.errors import ProtocolError
 
 SCHEMA_VERSION = 1
@@ -114,6 +114,8 @@ class FastDecoder:
         except msgspec.MsgspecError:
             return None
         if raw.schema_version != SCHEMA_VERSION or raw.type != self.type_name or raw.seq < 0:
+            return None
+        if not within_bounds(raw.body):  # NaN, a negative duration, an over-long id: the codec says why
             return None
         return Decoded(Envelope(SCHEMA_VERSION, raw.type, raw.publisher_id, raw.seq, raw.sent_at_ns), raw.body)
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
-from services.session_api import metrics, recovery
+from services.session_api import metrics, openapi_links, recovery
 from services.session_api.call_stream import CallStream
 from services.session_api.calls import PreparedCall, prepare_chat, prepare_completion
 from services.session_api.deps import CurrentTenant, GatewayDep, SettingsDep
@@ -40,6 +40,8 @@ _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 
 _STREAMED = {200: {"content": {"text/event-stream": {"schema": {
                        "description": "each event's data: a chunk object, an error object, or [DONE]"}}},
                    "description": "JSON, or with \"stream\": true server-sent events (data: <chunk JSON>)"}}
+# a chat or text completion names its session: links to read and close it (openapi_links.py)
+_IN_SESSION = {200: {**_STREAMED[200], "links": openapi_links.from_call()}}
 
 
 def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
@@ -48,7 +50,7 @@ def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
                  prompt_tokens_details={"cached_tokens": cached_tokens})
 
 
-@router.post("/chat/completions", response_model=ChatCompletion, responses={**_ERRORS, **_STREAMED})
+@router.post("/chat/completions", response_model=ChatCompletion, responses={**_ERRORS, **_IN_SESSION})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
                            gateway: GatewayDep, settings: SettingsDep):
     served = gateway.resolve_model(body.model)
@@ -77,7 +79,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
         usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
 
 
-@router.post("/completions", response_model=Completion, responses={**_ERRORS, **_STREAMED})
+@router.post("/completions", response_model=Completion, responses={**_ERRORS, **_IN_SESSION})
 async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
                       gateway: GatewayDep, settings: SettingsDep):
     served = gateway.resolve_model(body.model)

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Body, Response
 
+from services.session_api import openapi_links
 from services.session_api.deps import CurrentTenant, GatewayDep
 from services.session_api.schemas import ErrorResponse, SessionCreate, SessionView
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 _ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+_OPENED_LINKS = {"links": openapi_links.from_opened_view()}  # read, close, call in it
 
 
 @router.post("", response_model=SessionView, status_code=201,
-             responses={**_ERRORS, 200: {"model": SessionView, "description": "the client's id was open already"},
+             responses={**_ERRORS, 201: _OPENED_LINKS,
+                        200: {"model": SessionView, "description": "the client's id was open already", **_OPENED_LINKS},
                         400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Response,
                        body: SessionCreate | None = Body(default=None)) -> SessionView:
@@ -31,12 +34,14 @@ async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Res
     return view
 
 
-@router.get("/{session_id:path}", response_model=SessionView, responses={**_ERRORS, 400: {"model": ErrorResponse}})
+@router.get("/{session_id:path}", response_model=SessionView,
+            responses={**_ERRORS, 200: {"links": openapi_links.from_session_view()}, 400: {"model": ErrorResponse}})
 async def read_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.lookup_session(tenant.name, session_id)
 
 
 @router.delete("/{session_id:path}", response_model=SessionView,
-               responses={**_ERRORS, 400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
+               responses={**_ERRORS, 200: {"links": openapi_links.read_view()},
+                          400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def close_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
     return await gateway.close_session(tenant.name, session_id)

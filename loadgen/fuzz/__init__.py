@@ -1,0 +1,1 @@
+"""Fuzzers of the mesh's inputs: forged and malformed NATS messages (`nats_fuzz.py`)."""
