@@ -12,7 +12,7 @@ so replies and token streams stay with the role that asked for them.
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client
@@ -21,6 +21,15 @@ from shared.bus.errors import ConnectFailed
 from shared.logging import get_logger
 
 RECONNECT_WAIT_S = 0.5
+# A server behind a cut link sends nothing, not even a reset: only unanswered pings tell. nats-py's
+# default (a ping every 2 min, 2 outstanding) left services on a partitioned cluster node stuck for
+# a minute and more (loadgen/multihost); 1 s and 2 move them to another node within about 3 s, and
+# still ride out a 2 s stall of the event loop.
+PING_INTERVAL_S = 1
+MAX_OUTSTANDING_PINGS = 2
+# one server's TCP connect and handshake: a reconnect tries the servers in turn, and each one
+# behind a cut link costs this much
+SERVER_CONNECT_TIMEOUT_S = 2.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
 
 
@@ -32,6 +41,20 @@ def url_user(url: str) -> str:
 def inbox_prefix(url: str) -> str:
     user = url_user(url)
     return f"{DEFAULT_INBOX_PREFIX}.{user}" if user and user.isidentifier() else DEFAULT_INBOX_PREFIX
+
+
+def split_credentials(url: str) -> tuple[list[str], dict[str, str]]:
+    """The server list without user:password, and them as connect options (when every server
+    names the same). A cluster tells its clients its other nodes' addresses (without credentials);
+    credentials given as options apply to those too, while ones inside URLs would not: a reconnect
+    to a learned address was refused (Authorization Violation)."""
+    parts = [urlsplit(s.strip()) for s in url.split(",")]
+    users = {(p.username, p.password) for p in parts}
+    if len(users) != 1 or None in next(iter(users)):
+        return [s.strip() for s in url.split(",")], {}
+    user, password = next(iter(users))
+    bare = [urlunsplit(p._replace(netloc=p.netloc.rpartition("@")[2])) for p in parts]
+    return bare, {"user": unquote(user), "password": unquote(password)}
 
 
 def is_permission_violation(exc: Exception) -> bool:
@@ -76,13 +99,17 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             log.info("nats_closed")
 
     nc = Client()
+    servers, credentials = split_credentials(url)
     try:
         await asyncio.wait_for(nc.connect(
-            servers=[s.strip() for s in url.split(",")],
+            servers=servers,
+            **credentials,
             name=name,
             inbox_prefix=inbox_prefix(url),
-            connect_timeout=max(1, int(min(connect_timeout_s, 10))),
+            connect_timeout=min(connect_timeout_s, SERVER_CONNECT_TIMEOUT_S),
             reconnect_time_wait=RECONNECT_WAIT_S,
+            ping_interval=PING_INTERVAL_S,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
             max_reconnect_attempts=-1,
             allow_reconnect=True,
             error_cb=on_error,

@@ -1,0 +1,100 @@
+"""What the run reads back from the cluster: where each call was placed (the audit stream's
+`call.routed` events), which engine completed it (the process table's call rows), and the streams'
+replica state."""
+
+from __future__ import annotations
+
+import nats.errors
+from nats.js import api
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from shared.bus import Bus
+from shared.protocol import messages as m
+from shared.protocol import subjects
+
+
+async def routed_engines(bus: Bus) -> dict[str, list[str]]:
+    """call id -> the engines it was placed on, in order (a re-dispatch adds one)."""
+    sub = await bus.js.pull_subscribe(f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}", stream=subjects.AUDIT_STREAM,
+                                      config=api.ConsumerConfig(ack_policy=api.AckPolicy.NONE,
+                                                                deliver_policy=api.DeliverPolicy.ALL))
+    out: dict[str, list[str]] = {}
+    try:
+        while True:
+            try:
+                batch = await sub.fetch(1000, timeout=3.0)
+            except (nats.errors.TimeoutError, TimeoutError):  # nothing more (asyncio's, on a short batch)
+                return out
+            for raw in batch:
+                incoming = await bus.accept(raw.subject, "", raw.data, (m.CallRouted,))
+                if incoming is not None:
+                    out.setdefault(incoming.body.call_id, []).append(incoming.body.engine_id)
+    finally:
+        await sub.unsubscribe()
+
+
+async def completing_engines(database_url: str, session_ids: list[str]) -> dict[str, str]:
+    """call id -> the engine whose completion the process table applied."""
+    if not session_ids:
+        return {}
+    engine = create_async_engine(database_url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT call_id, engine_id FROM calls WHERE program_id IN :ids")
+                                       .bindparams(bindparam("ids", expanding=True)), {"ids": session_ids})).all()
+    finally:
+        await engine.dispose()
+    return {r.call_id: r.engine_id or "" for r in rows}
+
+
+async def stream_state(bus: Bus, stream: str) -> dict:
+    info = await bus.js.stream_info(stream)
+    cluster = info.cluster
+    return {"replicas": info.config.num_replicas, "messages": info.state.messages,
+            "leader": cluster.leader if cluster else None,
+            "peers": [{"name": p.name, "current": p.current, "offline": p.offline, "lag": p.lag}
+                      for p in (cluster.replicas or [])] if cluster else []}
+
+
+async def stream_leader(bus: Bus, stream: str) -> str:
+    info = await bus.js.stream_info(stream)
+    if info.cluster is None or not info.cluster.leader:
+        raise RuntimeError(f"stream {stream} has no cluster leader")
+    return info.cluster.leader
+
+
+def redispatch_summary(routed: dict[str, list[str]], completed_on: dict[str, str], lost_engine: str) -> dict:
+    """Calls placed on the lost engine: answered by another one (re-dispatched), or by it (before
+    it died), or never (the client retried them as new calls)."""
+    on_lost = [c for c, engines in routed.items() if lost_engine in engines]
+    moved = [c for c in on_lost if completed_on.get(c) not in (None, lost_engine)]
+    return {"placed_on_lost_engine": len(on_lost),
+            "completed_there_before_it_died": sum(1 for c in on_lost if completed_on.get(c) == lost_engine),
+            "redispatched_and_completed_elsewhere": len(moved),
+            "placed_there_never_completed": sum(1 for c in on_lost if c not in completed_on),
+            "routed_twice_or_more": sum(1 for engines in routed.values() if len(engines) > 1)}
+
+
+PROBE_SUBJECT = f"{subjects.PREFIX}.events.multihost-probe.probe.ping"  # stored in the audit stream
+
+
+async def probe_audit_stream(bus: Bus, node: str, stop, interval_s: float = 0.25, timeout_s: float = 1.0,
+                             clock=None) -> list[dict]:
+    """Publish a small ack'd message to the audit stream every `interval_s` through one node until
+    `stop` is set; each tick's time, whether JetStream acked it and how fast. The gaps are the
+    stream's unavailability as a client of that node sees it."""
+    import asyncio
+    import time
+
+    clock = clock or time.monotonic
+    ticks: list[dict] = []
+    while not stop.is_set():
+        t = clock()
+        try:
+            await bus.js.publish(PROBE_SUBJECT, b"{}", timeout=timeout_s)
+            ticks.append({"node": node, "t": t, "ok": True, "ack_s": round(clock() - t, 4)})
+        except Exception as exc:  # timeout, no responders, disconnected: unavailable at t
+            ticks.append({"node": node, "t": t, "ok": False, "error": type(exc).__name__})
+        await asyncio.sleep(max(0.0, interval_s - (clock() - t)))
+    return ticks
