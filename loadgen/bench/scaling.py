@@ -1,0 +1,183 @@
+"""Per-service scaling: calls/s and CPU per call per service with 1, 2 and 4 session API workers
+and 1 and 2 routers, and what those costs predict for a bigger host.
+
+    python -m loadgen.bench.scaling [--json PATH] [--seconds 5] [--concurrency 64] [--repeats 3]
+
+Each configuration is its own `autellix up --engines 1 --api-workers W --routers R` with the
+zero-time engine (TIME_SCALE=0) and the default limits on (shared by the workers: the owner's
+cost is in the figures; two configurations without them measure that cost). One-token chat calls over the lean keep-alive client from
+`--concurrency` connections (the kernel spreads them over the workers, SO_REUSEPORT) for
+`--seconds`, after a warm-up; every answer is checked. Configurations are interleaved (all of
+them, then all again) so drift in a shared machine's load hits each alike; CPU per call comes
+per service (all its processes) and per process, with the load average around each window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from loadgen.bench.cpu import CpuWindow, load_average, stack_role
+from loadgen.bench.scaling_model import predict
+from loadgen.bench.spread import summary
+from loadgen.live.mesh_bench import LeanHttp
+from loadgen.live.stack_process import start_stack
+
+# (API workers, routers, tenant limits shared): the grid, then two without the shared limits (their cost)
+CONFIGS = (*((workers, routers, True) for routers in (1, 2) for workers in (1, 2, 4)), (1, 1, False), (2, 1, False))
+PREDICT_CORES = (2, 8, 16, 64)
+
+
+def _per_process_role(proc):
+    role = stack_role(proc)
+    return None if role is None else f"{role}#{proc.pid}"
+
+
+def _postgres(state_dir: Path) -> dict[str, int]:
+    """The stack's PostgreSQL server (pg_ctl detaches it from the supervisor's tree): its
+    postmaster, whose backends are its children."""
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or ())
+        if "postgres" in cmd and str(state_dir) in cmd and "-D" in cmd:
+            return {"postgres#" + str(proc.pid): proc.pid}
+    return {}
+
+
+def _by_service(per_process: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, ms in per_process.items():
+        service = key.split("#")[0]
+        out[service] = round(out.get(service, 0.0) + ms, 4)
+    return out
+
+
+async def _calls(http: LeanHttp, seconds: float, concurrency: int) -> tuple[int, float]:
+    deadline = time.perf_counter() + seconds
+    count = 0
+
+    async def worker() -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            answer = await http.chat()  # raises on anything but a 200
+            if answer["usage"]["completion_tokens"] != 1 or not answer["choices"][0]["message"]["content"]:
+                raise RuntimeError(f"unexpected answer: {answer}")
+            count += 1
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return count, time.perf_counter() - t0
+
+
+async def _every_worker_ready(url: str, workers: int, timeout_s: float = 30.0) -> None:
+    """`autellix up` is healthy once one worker answers; the others may not have heard an engine
+    yet. Fresh connections reach random workers: many 200s in a row mean every one is ready."""
+    deadline = time.monotonic() + timeout_s
+    in_a_row = 0
+    async with httpx.AsyncClient(timeout=2.0, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+        while in_a_row < 8 * workers:
+            in_a_row = in_a_row + 1 if (await http.get(f"{url}/healthz")).status_code == 200 else 0
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not every API worker saw the engine within {timeout_s:g} s")
+            if not in_a_row:
+                await asyncio.sleep(0.1)
+
+
+async def measure(workers: int, routers: int, shared_limits: bool, seconds: float, concurrency: int,
+                  port: int) -> dict:
+    env = {"TIME_SCALE": "0", "LOG_LEVEL": "warning", "SHARED_LIMITS": str(shared_limits).lower()}
+    stack = await asyncio.to_thread(start_stack, "atlas", 1, port, "lite", 180.0, None, env,
+                                    ("--api-workers", str(workers), "--routers", str(routers)))
+    try:
+        await _every_worker_ready(stack.url, workers)
+        async with LeanHttp(stack.url, stack.api_key, concurrency) as http:
+            await _calls(http, min(2.0, seconds), concurrency)  # warm-up: every worker, every connection
+            load_start = load_average()
+            window = CpuWindow(pids=_postgres(stack.state_dir), tree_roles={stack.proc.pid: _per_process_role}).start()
+            count, elapsed_s = await _calls(http, seconds, concurrency)
+            per_process = window.per_unit_ms(count)
+    finally:
+        await asyncio.to_thread(stack.stop)
+    client = per_process.pop("client")
+    per_process.pop("total")
+    per_service = _by_service(per_process)
+    per_service["client"] = client
+    return {"api_workers": workers, "routers": routers, "shared_limits": shared_limits, "calls": count, "calls_per_s": round(count / elapsed_s, 1),
+            "cpu_ms_per_call": per_service,
+            "cpu_ms_per_call_serving": round(sum(v for k, v in per_service.items() if k != "client"), 4),
+            "cpu_ms_per_call_per_process": per_process,
+            "load_average_1m": [load_start, load_average()]}
+
+
+def _summarize(runs: list[dict]) -> list[dict]:
+    out = []
+    configs = sorted({(r["api_workers"], r["routers"], r["shared_limits"]) for r in runs},
+                     key=lambda c: (not c[2], c[1], c[0]))
+    for workers, routers, shared in configs:
+        mine = [r for r in runs if (r["api_workers"], r["routers"], r["shared_limits"]) == (workers, routers, shared)]
+        services = sorted({s for r in mine for s in r["cpu_ms_per_call"]})
+        cpu = {s: summary([r["cpu_ms_per_call"].get(s) for r in mine], 4) for s in services}
+        median_cpu = {s: c["median"] for s, c in cpu.items() if c["median"] is not None}
+        instances = {"session_api": workers, "router": routers}
+        out.append({
+            "api_workers": workers, "routers": routers, "shared_limits": shared,
+            "calls_per_s": summary([r["calls_per_s"] for r in mine], 1),
+            "cpu_ms_per_call": cpu,
+            "cpu_ms_per_call_serving": summary([r["cpu_ms_per_call_serving"] for r in mine], 4),
+            # from the median costs: N cores / the chain's CPU per call, or one process's cap
+            "predicted": {str(n): predict(median_cpu, instances, n) for n in PREDICT_CORES},
+        })
+    return out
+
+
+async def run(seconds: float, concurrency: int, repeats: int, port: int,
+              configs: tuple[tuple[int, int, bool], ...] = CONFIGS) -> dict:
+    runs = []
+    load_start = load_average()
+    for i in range(repeats):  # interleaved: every configuration once per round
+        for workers, routers, shared in configs:
+            print(f"scaling: round {i + 1}/{repeats}, {workers} API worker(s), {routers} router(s), "
+                  f"limits {'shared' if shared else 'per worker'}", file=sys.stderr, flush=True)
+            runs.append({"round": i + 1, **await measure(workers, routers, shared, seconds, concurrency, port)})
+    return {"engine": "lite, TIME_SCALE=0 (zero-time), 1 engine", "seconds": seconds, "concurrency": concurrency,
+            "repeats": repeats, "cpu_count": os.cpu_count(), "load_average_1m_start": load_start,
+            "load_average_1m_end": load_average(), "summary": _summarize(runs), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadgen.bench.scaling", description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="length of each measured window")
+    p.add_argument("--concurrency", type=int, default=64, help="calls in flight (keep-alive connections)")
+    p.add_argument("--repeats", type=int, default=3, help="rounds over every configuration")
+    p.add_argument("--configs", default="", help="comma list of WORKERSxROUTERS, with a trailing L for limits "
+                   "per worker (SHARED_LIMITS=false); default 1x1,2x1,4x1,1x2,2x2,4x2,1x1L,2x1L")
+    p.add_argument("--port", type=int, default=8198)
+    p.add_argument("--json", dest="json_path")
+    args = p.parse_args(argv)
+    if args.seconds <= 0 or args.concurrency < 1 or args.repeats < 1:
+        raise SystemExit("--seconds must be > 0, --concurrency and --repeats >= 1")
+    try:
+        configs = tuple((*(int(n) for n in c.removesuffix("L").split("x")), not c.endswith("L"))
+                        for c in args.configs.split(",") if c) or CONFIGS
+        if any(len(c) != 3 or min(c[:2]) < 1 for c in configs):
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"--configs takes WORKERSxROUTERS items such as 2x1, got {args.configs!r}") from None
+    result = asyncio.run(run(args.seconds, args.concurrency, args.repeats, args.port, configs))
+    result["command"] = "python -m loadgen.bench.scaling " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = json.dumps(result, indent=1)
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
