@@ -1,6 +1,7 @@
 """Priority gaming against a running stack, measured: can a client reset what it is charged?
 
-    python -m loadgen.live.attack --json docs/results/attack.json     # starts `autellix up` (lite)
+    python -m loadgen.live.attack --json docs/results/attack_fair_share.json     # starts `autellix up` (lite)
+    python -m loadgen.live.attack --no-fair-share --json docs/results/attack_no_fair_share.json
 
 1. Charging: the same work (N sequential calls of the same size) sent honestly (one session, one
    thread) and by an attacker's strategies: a fresh parentless `X-Thread-Id` per call, a fresh
