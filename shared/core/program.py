@@ -40,6 +40,9 @@ class ProgramLedger:
     promotions: int = 0
     # bumped on every promotion so engines can tell that level-relevant state was reset
     epoch: int = 0
+    # bumped by every transition (a completion folded, a promotion, the table's state taken): what
+    # a reader compares to know the ledger changed since it last looked
+    version: int = 0
 
     def thread_service(self, thread_id: str) -> float:
         """s_T; for a thread the program does not have yet, the S_p it would start from (`fork_thread`)."""
@@ -69,6 +72,7 @@ class ProgramLedger:
         if call_id in self.completed_call_ids:
             return False
         self.completed_call_ids.add(call_id)
+        self.version += 1
         self.wait_s += wait_s
         stale = submit_epoch is not None and submit_epoch != self.epoch  # promoted since submit
         if thread_service_at_submit_s is None or stale:
@@ -92,3 +96,20 @@ class ProgramLedger:
         self.thread_service_s = {t: 0.0 for t in self.thread_service_s}
         self.promotions += 1
         self.epoch += 1
+        self.version += 1
+
+    def take_table_state(self, service_s: float, wait_s: float, thread_service_s: dict[str, float],
+                         epoch: int) -> bool:
+        """Adopt the process table's published state (it owns the truth); one from before a
+        promotion this ledger knows of is stale and changes nothing (False). `thread_service_s`
+        carries the threads that changed."""
+        if epoch < self.epoch:
+            return False
+        if epoch > self.epoch:  # a promotion not seen here: its reset comes first
+            self.thread_service_s = {t: 0.0 for t in self.thread_service_s}
+        self.service_s = service_s
+        self.wait_s = wait_s
+        self.thread_service_s.update(thread_service_s)
+        self.epoch = epoch
+        self.version += 1
+        return True

@@ -49,18 +49,10 @@ class CachedProgramDirectory:
         and one of a program that has ended (and is not held here) is ignored."""
         if self._ended(program_id):
             return False
-        led = self.ledger(program_id)
-        if epoch < led.epoch:
+        # a call that completed on another engine is known here only through this update: the
+        # ledger's version moves, so engines re-read the program's priority
+        if not self.ledger(program_id).take_table_state(service_s, wait_s, thread_service_s, epoch):
             return False
-        # engines re-read a program's priority when its (epoch, completed count) changes; a call
-        # that completed on another engine is known here only through this update, so count it
-        led.completed_call_ids.add(f"table:{epoch}:{num_completed_calls}")
-        if epoch > led.epoch:  # a promotion we had not seen: its reset comes first
-            led.thread_service_s = {t: 0.0 for t in led.thread_service_s}
-        led.service_s = service_s
-        led.wait_s = wait_s
-        led.thread_service_s.update(thread_service_s)  # updates carry the threads that changed
-        led.epoch = epoch
         self._completed[program_id] = max(self._completed.get(program_id, 0), num_completed_calls)
         return True
 

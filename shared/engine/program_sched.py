@@ -141,7 +141,7 @@ class ProgramScheduleState:
         self.directory: ProgramDirectory = directory if directory is not None else DictProgramDirectory()
         self.calls: dict[str, CallState] = {}
         self._by_program: dict[str, set[str]] = {}
-        self._program_seen: dict[str, tuple[float, int, int]] = {}  # (S_p, epoch, completed calls)
+        self._program_seen: dict[str, tuple[float, int, int]] = {}  # (S_p, epoch, ledger version)
         self._next_seq = 0
         self._next_starvation_check_s = float("-inf")
         self._next_key_refresh_s = float("-inf")
@@ -289,11 +289,11 @@ class ProgramScheduleState:
         else:
             programs = [p for p in self._dirty if p in self._by_program]
         self._dirty.clear()
-        # (S_p, epoch, completed calls) changes with every ledger transition (complete_call, promote)
+        # the ledger's version moves with every transition (completion, promotion, table update)
         ledger_of, seen_before = self.directory.ledger, self._program_seen
         for program_id in programs:
             ledger = ledger_of(program_id)
-            seen = (ledger.service_s, ledger.epoch, len(ledger.completed_call_ids))
+            seen = (ledger.service_s, ledger.epoch, ledger.version)
             if seen_before.get(program_id) == seen:
                 continue
             seen_before[program_id] = seen

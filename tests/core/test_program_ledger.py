@@ -78,3 +78,30 @@ def test_negative_service_is_rejected():
 
     with pytest.raises(ValueError):
         ProgramLedger("p").complete_call("c", "main", -1.0, 0.0, None, ServiceAggregation.SUM)
+
+
+# one transition each: a completion (call index), a promotion, or the table's state at an epoch
+transitions = st.lists(st.one_of(
+    st.tuples(st.just("complete"), st.integers(0, 5)),
+    st.tuples(st.just("promote"), st.just(0)),
+    st.tuples(st.just("table"), st.integers(0, 4)),
+), max_size=40)
+
+
+@given(transitions)
+def test_the_version_moves_with_every_transition_taken_and_only_then(steps):
+    """Readers compare `version` to see a change: every accepted transition moves it, a duplicate
+    completion or a stale table update (from before a known promotion) does not."""
+    ledger = ProgramLedger("p")
+    for kind, n in steps:
+        before = ledger.version
+        if kind == "complete":
+            taken = ledger.complete_call(f"c{n}", "main", 1.0, 0.5, None, ServiceAggregation.SUM)
+        elif kind == "promote":
+            ledger.promote()
+            taken = True
+        else:
+            taken = ledger.take_table_state(2.0, 1.0, {"main": 2.0}, epoch=n)
+            if taken:
+                assert (ledger.epoch, ledger.service_s) == (n, 2.0)
+        assert ledger.version == before + (1 if taken else 0)
