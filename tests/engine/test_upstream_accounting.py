@@ -9,11 +9,13 @@ from hypothesis import strategies as st
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.core.program import ProgramLedger
 from shared.engine.upstream_accounting import (
+    TENANT_PRIORITY_SPAN,
     PhaseMeans,
     UpstreamMetrics,
     call_priority,
     estimate_service,
     parse_metrics,
+    tenant_first_priority,
     window_means,
 )
 
@@ -123,3 +125,10 @@ def test_serpt_sends_less_expected_work_as_a_lower_priority(a, b):
     # without an estimate: what the program has had (least attained first)
     ledger.service_s = a
     assert call_priority(serpt, ledger, "main", None) == round(1000 * a)
+
+
+@given(st.integers(0, TENANT_PRIORITY_SPAN - 1), st.integers(0, TENANT_PRIORITY_SPAN - 1))
+def test_an_over_share_tenants_upstream_priority_is_behind_every_other_tenants(behind, ahead):
+    """Whatever the policy's priority (a level, or SERPT's milliseconds), the tenant class comes first."""
+    assert tenant_first_priority(1, behind) > tenant_first_priority(0, ahead)
+    assert tenant_first_priority(0, ahead) == ahead
