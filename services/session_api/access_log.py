@@ -10,6 +10,7 @@ makes the call's spans part of the client's trace. Scrapes and probes (`/metrics
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 from opentelemetry.trace import SpanKind
 
@@ -19,6 +20,7 @@ from shared import tracing
 from shared.logging import get_logger
 
 _PROBES = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
+_NO_SPAN = nullcontext(None)  # tracing off: no span, and none of its name, headers or attributes built
 _SESSION_PREFIX = "/v1/sessions/"
 
 
@@ -57,8 +59,9 @@ class AccessLog:
         answer = AnswerStatus(send)
         trace_id = ""
         try:
-            with tracing.span_from(_span_name(method, path), _headers(scope), SpanKind.SERVER,
-                                   {"http.request.method": method, "url.path": path}) as span:
+            with (tracing.span_from(_span_name(method, path), _headers(scope), SpanKind.SERVER,
+                                    {"http.request.method": method, "url.path": path})
+                  if tracing.enabled() else _NO_SPAN) as span:
                 trace_id = tracing.trace_id_of(span)  # '' unless this request's trace is recorded
                 try:
                     await self.app(scope, receive, answer)

@@ -1,0 +1,160 @@
+"""The cost of tracing, metrics and access logs on `autellix bench mesh`'s full path, side by side.
+
+    python -m loadgen.bench.tracing_cost [--rounds 3] [--seconds 5] [--concurrency 64] [--json PATH]
+
+One `autellix up --engines 1` per variant, all started first and kept up together (the zero-time
+lite engine, as `autellix bench mesh` runs it), each driven in turn by the mesh bench's own client
+and load (`loadgen.live.mesh_bench`: one-token chat calls, `--concurrency` in flight for `--seconds`)
+in rounds A B C D, A B C D, ..., so the load other work puts on a shared machine falls on every
+variant alike. Each variant's calls/s is also a ratio to the `off` window of the same round, and
+each window records the CPU per call of every process of its stack.
+
+Variants (Prometheus metrics are always counted: the services have no switch for them):
+- off: no tracing, no access log (`ACCESS_LOG=false`);
+- access_log: one JSON access-log line per request (`LOG_LEVEL=info LOG_FORMAT=json`), no tracing;
+- traced_all: the access log, and every span exported over OTLP/HTTP to a local sink;
+- traced_10pct: the same, sampling 10% of traces (`parentbased_traceidratio`, 0.1).
+The sink is a separate process (`loadgen.bench.otlp_sink --count-only`) on the same machine, so
+its CPU is paid here as a collector's would be on a host of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loadgen.bench.cpu import CpuWindow, load_average, stack_role
+from loadgen.bench.spread import ratio, summary
+from loadgen.live.mesh_bench import LeanHttp, _full_call, _throughput
+from loadgen.live.stack_process import start_stack
+from shared.runtime.ports import free_port
+
+STACK_ENV = {"TIME_SCALE": "0", "LOG_LEVEL": "warning"}  # as `autellix bench mesh` starts its stack
+LOGGED = {"ACCESS_LOG": "true", "LOG_LEVEL": "info", "LOG_FORMAT": "json"}
+
+
+def variants(sink_url: str) -> dict[str, dict[str, str]]:
+    traced = {**LOGGED, "OTEL_EXPORTER_OTLP_ENDPOINT": sink_url}
+    return {
+        "off": {"ACCESS_LOG": "false"},
+        "access_log": dict(LOGGED),
+        "traced_all": traced,
+        "traced_10pct": {**traced, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"},
+    }
+
+
+class Sink:
+    """The OTLP sink as a child process: spans are counted, not kept."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, "-m", "loadgen.bench.otlp_sink", "--port", str(self.port),
+                                      "--count-only"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = self.proc.stdout.readline()
+        if "otlp sink on" not in first:
+            raise RuntimeError(f"the OTLP sink did not start: {first!r}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> int | None:
+        """Stop it; the spans it received (None if it said nothing)."""
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=30)
+        counts = re.findall(r"spans received: (\d+)", out)
+        return int(counts[-1]) if counts else None
+
+
+async def _window(stack, http: LeanHttp, seconds: float, concurrency: int, sink_pid: int) -> dict:
+    # the sink's CPU is counted in every window (idle outside the traced ones)
+    window = CpuWindow(pids={"otlp_sink": sink_pid}, tree_roles={stack.proc.pid: stack_role}).start()
+    t0 = time.perf_counter()
+    rate = await _throughput(http, seconds, concurrency)
+    cpu = window.per_unit_ms(rate * (time.perf_counter() - t0))
+    return {"calls_per_s": round(rate, 1), "cpu_ms_per_call": cpu, "load_average_1m": load_average()}
+
+
+async def run(rounds: int, seconds: float, concurrency: int) -> dict:
+    inherited = sorted(k for k in os.environ if k.startswith("OTEL_"))
+    if inherited:  # every stack inherits this environment: `off` would be traced
+        raise SystemExit(f"unset {', '.join(inherited)} first: each variant sets its own tracing variables")
+    sink = Sink()
+    stacks: dict = {}
+    clients: dict[str, LeanHttp] = {}
+    windows: dict[str, list[dict]] = {}
+    spans = None
+    try:
+        for name, env in variants(sink.url).items():
+            print(f"tracing cost: starting {name}", file=sys.stderr, flush=True)
+            stacks[name] = await asyncio.to_thread(start_stack, "atlas", 1, free_port(), "lite", 120.0, None,
+                                                   {**STACK_ENV, **env})
+            clients[name] = await LeanHttp(stacks[name].url, stacks[name].api_key, concurrency).__aenter__()
+            windows[name] = []
+        for http in clients.values():  # warm every path before the first window
+            for _ in range(50):
+                await _full_call(http)
+            await _throughput(http, 1.0, concurrency)
+        load_start = load_average()
+        for i in range(rounds):
+            for name in stacks:
+                print(f"tracing cost: round {i + 1} of {rounds}, {name}", file=sys.stderr, flush=True)
+                windows[name].append(await _window(stacks[name], clients[name], seconds, concurrency,
+                                                    sink.proc.pid))
+        load_end = load_average()
+    finally:
+        for http in clients.values():
+            await http.__aexit__(None, None, None)
+        for stack in stacks.values():
+            await asyncio.to_thread(stack.stop)
+        spans = sink.stop()
+    return _report(windows, rounds, seconds, concurrency, load_start, load_end, spans)
+
+
+def _report(windows: dict[str, list[dict]], rounds: int, seconds: float, concurrency: int, load_start: float,
+            load_end: float, spans: int | None) -> dict:
+    off = [w["calls_per_s"] for w in windows["off"]]
+    out = {}
+    for name, runs in windows.items():
+        rates = [w["calls_per_s"] for w in runs]
+        roles = sorted({r for w in runs for r in w["cpu_ms_per_call"]})
+        out[name] = {
+            "calls_per_s": summary(rates, 1),
+            # this variant over `off` in the same round (adjacent windows)
+            "of_off": summary([ratio(v, o) for v, o in zip(rates, off, strict=True)]),
+            "cpu_ms_per_call": {r: summary([w["cpu_ms_per_call"].get(r) for w in runs]) for r in roles},
+            "windows": runs,
+        }
+    return {"rounds": rounds, "seconds": seconds, "concurrency": concurrency, "order": list(windows),
+            "variants": out, "spans_received_by_sink": spans, "cpu_count": os.cpu_count(),
+            "load_average_1m_start": load_start, "load_average_1m_end": load_end}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadgen.bench.tracing_cost", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3, help="windows per variant, interleaved A B C D, A B C D, ...")
+    p.add_argument("--seconds", type=float, default=5.0, help="length of each throughput window")
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    result = asyncio.run(run(args.rounds, args.seconds, args.concurrency))
+    result["command"] = "python -m loadgen.bench.tracing_cost " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = json.dumps(result, indent=1)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,26 @@
+"""The tracing-cost bench's report (loadgen/bench/tracing_cost.py): each variant's calls/s over the
+`off` window of the same round, and its spread."""
+
+from loadgen.bench.tracing_cost import _report, variants
+
+
+def _w(rate: float) -> dict:
+    return {"calls_per_s": rate, "cpu_ms_per_call": {"session_api": 1000 / rate, "total": 2000 / rate},
+            "load_average_1m": 2.0}
+
+
+def test_ratios_pair_windows_of_the_same_round():
+    windows = {"off": [_w(100), _w(200), _w(100)], "traced_all": [_w(90), _w(150), _w(80)]}
+    out = _report(windows, 3, 5.0, 64, 1.0, 2.0, 123)
+    traced = out["variants"]["traced_all"]
+    assert traced["of_off"]["runs"] == [0.9, 0.75, 0.8] and traced["of_off"]["median"] == 0.8
+    assert out["variants"]["off"]["of_off"]["runs"] == [1.0, 1.0, 1.0]
+    assert traced["calls_per_s"]["median"] == 90 and traced["cpu_ms_per_call"]["total"]["max"] == 25.0
+    assert out["order"] == ["off", "traced_all"] and out["spans_received_by_sink"] == 123
+
+
+def test_only_traced_variants_name_a_collector_and_off_turns_the_access_log_off():
+    v = variants("http://127.0.0.1:1")
+    assert [k for k, env in v.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in env] == ["traced_all", "traced_10pct"]
+    assert v["off"] == {"ACCESS_LOG": "false"} and v["access_log"]["LOG_LEVEL"] == "info"
+    assert v["traced_10pct"]["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
