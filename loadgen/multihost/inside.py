@@ -35,7 +35,7 @@ LOST_ENGINE_HOST = "engine-a"
 class Plan:
     warmup_s: float = 4.0  # load before the first fault
     gap_s: float = 3.0  # between the link cut and the engine kill
-    tail_s: float = 8.0  # load after the engine kill
+    tail_s: float = 6.0  # load after the engine kill (programs in flight then run to their end)
     restore_link: bool = True  # bring the cut node back at the end and report its catch-up
     workload: WorkloadSpec = field(default_factory=lambda: WorkloadSpec(
         concurrency=6, calls_per_program=4, max_tokens=16, prompt_chars=200, fork_every=0, attempt_timeout_s=20.0))
@@ -75,11 +75,13 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
         load_s = time.monotonic() - t0
         ticks = await _stop_probes(probes)
         mesh.check_alive(allowed_dead={killed})
+        audit_t0 = time.monotonic()
         ledger = await audit(mesh.database_url, tally.completed_call_ids, tally.sessions)
         routed = await observe.routed_engines(bus)
         completed_on = await observe.completing_engines(mesh.database_url, sorted(tally.sessions))
         streams_after_faults = {s: await observe.stream_state(bus, s) for s in (subjects.AUDIT_STREAM,
                                                                                  subjects.COMPLETIONS_STREAM)}
+        audit_s = time.monotonic() - audit_t0
         catch_up = await _restore(mesh, bus, cut_host) if plan.restore_link else None
     finally:
         await bus.close()
@@ -89,6 +91,7 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
     return {
         "startup_s": startup_s,
         "load_s": round(load_s, 1),
+        "audit_s": round(audit_s, 1),
         "faults": [{"kind": "link_cut", "host": cut_host, "why": "leader of the completions stream",
                     "at_s": round(cut_at - t0, 2)},
                    {"kind": "engine_kill", "host": LOST_ENGINE_HOST, "at_s": round(kill_at - t0, 2)}],
@@ -157,9 +160,8 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--tail-s", type=float, default=Plan.tail_s)
     args = parser.parse_args()
-    result = asyncio.run(run(args.root, args.database_url, Plan(tail_s=args.tail_s)))
+    result = asyncio.run(run(args.root, args.database_url, Plan()))
     args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 

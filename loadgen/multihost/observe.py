@@ -20,10 +20,12 @@ async def routed_engines(bus: Bus) -> dict[str, list[str]]:
                                       config=api.ConsumerConfig(ack_policy=api.AckPolicy.NONE,
                                                                 deliver_policy=api.DeliverPolicy.ALL))
     out: dict[str, list[str]] = {}
+    timeout_s = 3.0  # the first batch may wait on a busy server; after it, a quiet second means the end
     try:
         while True:
             try:
-                batch = await sub.fetch(1000, timeout=3.0)
+                batch = await sub.fetch(1000, timeout=timeout_s)
+                timeout_s = 1.0
             except (nats.errors.TimeoutError, TimeoutError):  # nothing more (asyncio's, on a short batch)
                 return out
             for raw in batch:

