@@ -28,7 +28,8 @@ import psutil
 from loadgen.bench.cpu import CpuWindow, load_average, stack_role
 from loadgen.bench.scaling_model import predict
 from loadgen.bench.spread import summary
-from loadgen.live.mesh_bench import LeanHttp
+from loadgen.live.lean_http import LeanHttpPool
+from loadgen.live.mesh_bench import CHAT_BODY
 from loadgen.live.stack_process import start_stack
 
 # (API workers, routers, tenant limits shared): the grid, then two without the shared limits (their cost)
@@ -59,20 +60,30 @@ def _by_service(per_process: dict[str, float]) -> dict[str, float]:
     return out
 
 
-async def _calls(http: LeanHttp, seconds: float, concurrency: int) -> tuple[int, float]:
+async def _calls(pool: LeanHttpPool, request: bytes, seconds: float, concurrency: int,
+                 ) -> tuple[int, dict[str, int], float]:
+    """(calls answered 200, refusals by status and error code, seconds): a refusal (a worker that
+    lost sight of the engine on an overloaded host answers 503 no_engine) is counted, not fatal."""
     deadline = time.perf_counter() + seconds
     count = 0
+    errors: dict[str, int] = {}
 
     async def worker() -> None:
         nonlocal count
         while time.perf_counter() < deadline:
-            answer = await http.chat()  # raises on anything but a 200
+            status, data = await pool.send(request)
+            answer = json.loads(data)
+            if status != 200:
+                key = f"{status} {answer.get('error', {}).get('code')}"
+                errors[key] = errors.get(key, 0) + 1
+                await asyncio.sleep(0.01)  # as a client backing off
+                continue
             if answer["usage"]["completion_tokens"] != 1 or not answer["choices"][0]["message"]["content"]:
                 raise RuntimeError(f"unexpected answer: {answer}")
             count += 1
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return count, time.perf_counter() - t0
+    return count, errors, time.perf_counter() - t0
 
 
 async def _every_worker_ready(url: str, workers: int, timeout_s: float = 30.0) -> None:
@@ -96,11 +107,13 @@ async def measure(workers: int, routers: int, shared_limits: bool, seconds: floa
                                     ("--api-workers", str(workers), "--routers", str(routers)))
     try:
         await _every_worker_ready(stack.url, workers)
-        async with LeanHttp(stack.url, stack.api_key, concurrency) as http:
-            await _calls(http, min(2.0, seconds), concurrency)  # warm-up: every worker, every connection
+        async with LeanHttpPool(stack.url, concurrency) as pool:
+            request = pool.request_bytes("/v1/chat/completions", json.dumps(CHAT_BODY).encode(),
+                                         {"Authorization": f"Bearer {stack.api_key}"})
+            await _calls(pool, request, min(2.0, seconds), concurrency)  # warm-up: every worker, every connection
             load_start = load_average()
             window = CpuWindow(pids=_postgres(stack.state_dir), tree_roles={stack.proc.pid: _per_process_role}).start()
-            count, elapsed_s = await _calls(http, seconds, concurrency)
+            count, errors, elapsed_s = await _calls(pool, request, seconds, concurrency)
             per_process = window.per_unit_ms(count)
     finally:
         await asyncio.to_thread(stack.stop)
@@ -108,7 +121,8 @@ async def measure(workers: int, routers: int, shared_limits: bool, seconds: floa
     per_process.pop("total")
     per_service = _by_service(per_process)
     per_service["client"] = client
-    return {"api_workers": workers, "routers": routers, "shared_limits": shared_limits, "calls": count, "calls_per_s": round(count / elapsed_s, 1),
+    return {"api_workers": workers, "routers": routers, "shared_limits": shared_limits, "calls": count,
+            "refused": errors, "calls_per_s": round(count / elapsed_s, 1),
             "cpu_ms_per_call": per_service,
             "cpu_ms_per_call_serving": round(sum(v for k, v in per_service.items() if k != "client"), 4),
             "cpu_ms_per_call_per_process": per_process,
@@ -128,6 +142,7 @@ def _summarize(runs: list[dict]) -> list[dict]:
         out.append({
             "api_workers": workers, "routers": routers, "shared_limits": shared,
             "calls_per_s": summary([r["calls_per_s"] for r in mine], 1),
+            "refused_per_run": [sum(r["refused"].values()) for r in mine],
             "cpu_ms_per_call": cpu,
             "cpu_ms_per_call_serving": summary([r["cpu_ms_per_call_serving"] for r in mine], 4),
             # from the median costs: N cores / the chain's CPU per call, or one process's cap

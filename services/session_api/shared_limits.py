@@ -9,7 +9,7 @@ own count, which corrects the owner after a lost release or its restart.
 
 The owner not answering within LIMIT_OWNER_TIMEOUT_S (NATS down, no process table) does not stop
 calls: this worker then applies the same limits to its own calls alone (a tenant may then get up
-to N times them over N workers) and says so in the log. Calls per session
+to N times them over N workers), asks again after OWNER_RETRY_S, and says so in the log. Calls per session
 (MAX_CONCURRENT_CALLS_PER_SESSION) are limited per worker.
 """
 
@@ -30,6 +30,7 @@ from shared.protocol import subjects
 from shared.protocol.errors import ProtocolError
 
 SNAPSHOT_S = 1.0  # the owner forgets a worker silent for 5 s
+OWNER_RETRY_S = 1.0  # after the owner failed to answer, calls are decided here this long before asking again
 MAX_BATCH = 4096  # the owner's cap on one request
 
 log = get_logger()
@@ -61,6 +62,7 @@ class SharedCallLimiter:
         self._release_scheduled = False
         self._local_buckets: LRU[str, TokenBucket] = LRU(65_536)  # while the owner is away
         self.owner_away = False
+        self._owner_lost_s = 0.0
         self._tasks: set[asyncio.Task] = set()
         self._snapshots: asyncio.Task | None = None
 
@@ -126,6 +128,14 @@ class SharedCallLimiter:
 
     async def _decide(self, seq: int, batch: list[tuple[str, asyncio.Future]]) -> None:
         tenants = [tenant for tenant, _ in batch]
+        if self.owner_away and self.clock() - self._owner_lost_s < OWNER_RETRY_S:
+            self._awaiting.discard(seq)  # a paused owner would cost every call the whole timeout
+            for (tenant, future) in batch:
+                verdict = self._local_verdict(tenant)
+                if verdict.refused == ADMITTED:
+                    self._by_tenant[tenant] += 1
+                future.set_result(verdict)
+            return
         try:
             reply = await self.bus.request(subjects.limits_admit(), m.AdmitCalls(
                 worker_id=self.worker_id, seq=seq, tenants=tenants, max_in_flight=self.limits.max_in_flight,
@@ -176,6 +186,7 @@ class SharedCallLimiter:
             self._owner_lost(exc)
 
     def _owner_lost(self, exc: Exception) -> None:
+        self._owner_lost_s = self.clock()
         if not self.owner_away:
             self.owner_away = True
             log.warning("limit_owner_unreachable", error=str(exc), worker_id=self.worker_id,

@@ -14,7 +14,7 @@ import pytest
 from services.process_table.tenant_limits import TenantLimitOwner
 from services.session_api.errors import ApiError
 from services.session_api.settings import SessionApiSettings
-from services.session_api.shared_limits import SharedCallLimiter
+from services.session_api.shared_limits import OWNER_RETRY_S, SharedCallLimiter
 from shared.bus.bus import Bus
 from shared.runtime.nats_server import NatsServer
 from tests.serving.api_replica import api_replica
@@ -99,6 +99,7 @@ async def test_a_worker_without_its_owner_limits_alone_and_the_owner_learns_its_
         while owner.ledger.in_flight("t") != 1:  # the worker's next snapshot
             assert time.monotonic() < deadline, "the owner never learned the worker's call"
             await asyncio.sleep(0.05)
+        await asyncio.sleep(OWNER_RETRY_S)  # the worker asks its owner again after this
         with pytest.raises(ApiError):
             await limiter.admit("t", None)  # now the owner refuses it
         assert not limiter.owner_away
