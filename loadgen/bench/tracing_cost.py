@@ -5,9 +5,12 @@
 One `autellix up --engines 1` per variant, all started first and kept up together (the zero-time
 lite engine, as `autellix bench mesh` runs it), each driven in turn by the mesh bench's own client
 and load (`loadgen.live.mesh_bench`: one-token chat calls, `--concurrency` in flight for `--seconds`)
-in rounds A B C D, A B C D, ..., so the load other work puts on a shared machine falls on every
-variant alike. Each variant's calls/s is also a ratio to the `off` window of the same round, and
-each window records the CPU per call of every process of its stack.
+in rounds, so the load other work puts on a shared machine falls on every variant alike. Each
+round starts one variant later (A B C D, B C D A, C D A B, ...) and waits `--settle` seconds
+before each window: work a window leaves behind (a traced stack's span export, the table's
+completion backlog) then lands after each variant equally often. Each variant's calls/s is also
+a ratio to the `off` window of the same round, and each window records the CPU per call of every
+process of its stack.
 
 Variants (Prometheus metrics are always counted: the services have no switch for them):
 - off: no tracing, no access log (`ACCESS_LOG=false`);
@@ -83,7 +86,7 @@ async def _window(stack, http: LeanHttp, seconds: float, concurrency: int, sink_
     return {"calls_per_s": round(rate, 1), "cpu_ms_per_call": cpu, "load_average_1m": load_average()}
 
 
-async def run(rounds: int, seconds: float, concurrency: int) -> dict:
+async def run(rounds: int, seconds: float, concurrency: int, settle_s: float = 1.0) -> dict:
     inherited = sorted(k for k in os.environ if k.startswith("OTEL_"))
     if inherited:  # every stack inherits this environment: `off` would be traced
         raise SystemExit(f"unset {', '.join(inherited)} first: each variant sets its own tracing variables")
@@ -104,9 +107,11 @@ async def run(rounds: int, seconds: float, concurrency: int) -> dict:
                 await _full_call(http)
             await _throughput(http, 1.0, concurrency)
         load_start = load_average()
+        names = list(stacks)
         for i in range(rounds):
-            for name in stacks:
+            for name in names[i % len(names):] + names[:i % len(names)]:
                 print(f"tracing cost: round {i + 1} of {rounds}, {name}", file=sys.stderr, flush=True)
+                await asyncio.sleep(settle_s)
                 windows[name].append(await _window(stacks[name], clients[name], seconds, concurrency,
                                                     sink.proc.pid))
         load_end = load_average()
@@ -116,7 +121,9 @@ async def run(rounds: int, seconds: float, concurrency: int) -> dict:
         for stack in stacks.values():
             await asyncio.to_thread(stack.stop)
         spans = sink.stop()
-    return _report(windows, rounds, seconds, concurrency, load_start, load_end, spans)
+    result = _report(windows, rounds, seconds, concurrency, load_start, load_end, spans)
+    result["settle_s"] = settle_s
+    return result
 
 
 def _report(windows: dict[str, list[dict]], rounds: int, seconds: float, concurrency: int, load_start: float,
@@ -133,7 +140,7 @@ def _report(windows: dict[str, list[dict]], rounds: int, seconds: float, concurr
             "cpu_ms_per_call": {r: summary([w["cpu_ms_per_call"].get(r) for w in runs]) for r in roles},
             "windows": runs,
         }
-    return {"rounds": rounds, "seconds": seconds, "concurrency": concurrency, "order": list(windows),
+    return {"rounds": rounds, "seconds": seconds, "concurrency": concurrency, "variants_first_round": list(windows),
             "variants": out, "spans_received_by_sink": spans, "cpu_count": os.cpu_count(),
             "load_average_1m_start": load_start, "load_average_1m_end": load_end}
 
@@ -141,12 +148,13 @@ def _report(windows: dict[str, list[dict]], rounds: int, seconds: float, concurr
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.bench.tracing_cost", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3, help="windows per variant, interleaved A B C D, A B C D, ...")
+    p.add_argument("--rounds", type=int, default=3, help="windows per variant, interleaved (A B C D, B C D A, ...)")
     p.add_argument("--seconds", type=float, default=5.0, help="length of each throughput window")
+    p.add_argument("--settle", type=float, default=1.0, help="idle seconds before each window")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    result = asyncio.run(run(args.rounds, args.seconds, args.concurrency))
+    result = asyncio.run(run(args.rounds, args.seconds, args.concurrency, args.settle))
     result["command"] = "python -m loadgen.bench.tracing_cost " + " ".join(argv if argv is not None else sys.argv[1:])
     text = json.dumps(result, indent=1)
     if args.json:

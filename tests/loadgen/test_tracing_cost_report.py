@@ -16,7 +16,7 @@ def test_ratios_pair_windows_of_the_same_round():
     assert traced["of_off"]["runs"] == [0.9, 0.75, 0.8] and traced["of_off"]["median"] == 0.8
     assert out["variants"]["off"]["of_off"]["runs"] == [1.0, 1.0, 1.0]
     assert traced["calls_per_s"]["median"] == 90 and traced["cpu_ms_per_call"]["total"]["max"] == 25.0
-    assert out["order"] == ["off", "traced_all"] and out["spans_received_by_sink"] == 123
+    assert out["variants_first_round"] == ["off", "traced_all"] and out["spans_received_by_sink"] == 123
 
 
 def test_only_traced_variants_name_a_collector_and_off_turns_the_access_log_off():
@@ -24,3 +24,19 @@ def test_only_traced_variants_name_a_collector_and_off_turns_the_access_log_off(
     assert [k for k, env in v.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in env] == ["traced_all", "traced_10pct"]
     assert v["off"] == {"ACCESS_LOG": "false"} and v["access_log"]["LOG_LEVEL"] == "info"
     assert v["traced_10pct"]["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
+
+
+def test_library_shares_count_a_stack_once_per_library_and_name_the_caller():
+    from loadgen.bench.tracing_profile import library_shares
+
+    site = "/venv/lib/python3.11/site-packages"
+    raw = (f"process 1:\"python\";main (/repo/services/x/main.py:1);span_from (/repo/shared/tracing.py:92);"
+           f"start_span ({site}/opentelemetry/sdk/trace/__init__.py:1171);"
+           f"get ({site}/opentelemetry/context/__init__.py:5) 3\n"
+           f"main (/repo/services/x/main.py:1);inc ({site}/prometheus_client/values.py:28) 1\n"
+           "main (/repo/services/x/main.py:1) 6\n")
+    out = library_shares(raw)
+    assert out["busy_samples"] == 10
+    assert out["share"] == {"opentelemetry": 0.3, "prometheus_client": 0.1, "structlog": 0.0}
+    assert out["opentelemetry_under"][0]["share"] == 0.3
+    assert out["opentelemetry_under"][0]["frame"].startswith("span_from (")
