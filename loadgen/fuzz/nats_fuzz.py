@@ -43,7 +43,7 @@ from shared.protocol import subjects
 from shared.protocol.envelope import decode
 from shared.runtime.nats_roles import ADMIN, SERVICE_ROLES
 
-SETTLE_S = 1.0  # after a batch: the consumers' reports are in by then (they arrive in milliseconds)
+SETTLE_S = 0.5  # after a role's batch: its reports arrive within milliseconds
 
 
 @dataclass
@@ -73,6 +73,17 @@ class Reports:
             return
         if isinstance(body, m.ErrorRaised):
             self.by_batch[(self.batch, body.service, body.subject)] += 1
+
+    async def settle(self, quiet_s: float = 0.3, max_s: float = 5.0) -> None:
+        """Until no report has come for `quiet_s` (they arrive within milliseconds of the message)."""
+        deadline = time.monotonic() + max_s
+        last = -1
+        while time.monotonic() < deadline:
+            now = sum(self.by_batch.values())
+            if now == last:
+                return
+            last = now
+            await asyncio.sleep(quiet_s)
 
     def count(self, batch: str) -> int:
         return sum(n for (b, _, _), n in self.by_batch.items() if b == batch)
@@ -161,19 +172,20 @@ async def _wrong_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: ran
 async def _right_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: random.Random, variants: int,
                        reports: Reports) -> list[dict]:
     """Malformed and out-of-range payloads from the roles allowed to publish each subject, a kind
-    at a time; per (subject, kind, consumer): sent, and rejections reported."""
+    at a time (a report names its subject, so one batch per kind is enough); per (subject, kind,
+    consumer): sent, and rejections reported."""
     rows = []
     forgers: dict[str, Forger] = {}
     for role in FORGER_ROLES:
         forgers[role] = await Forger().connect(mesh.url_for(role), f"_INBOX.{role}")
     try:
         for kind in (*MALFORMED, *OUT_OF_RANGE):
+            reports.batch = f"right_role:{kind}"
             for target in targets:
                 publishers = [r for r in FORGER_ROLES if may_publish(r, target.subject)]
                 batch = _payloads_for(target, (kind,), ctx, rng, variants)
                 if not publishers or not batch:
                     continue
-                reports.batch = f"right_role:{kind}:{target.subject}"
                 labels = []
                 for p in batch:
                     role = rng.choice(publishers)
@@ -181,21 +193,30 @@ async def _right_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: ran
                     labels.append(p.label)
                 for role in publishers:
                     await forgers[role].nc.flush()
-                await asyncio.sleep(SETTLE_S / 4)
                 rows.append({"kind": kind, "subject": target.subject, "publishers": publishers, "sent": len(batch),
                              "labels": labels, "consumers": list(target.consumers), "batch": reports.batch})
-        await asyncio.sleep(SETTLE_S)
+            await reports.settle()
     finally:
         for forger in forgers.values():
             await forger.nc.close()
     for row in rows:
         batch = row.pop("batch")
-        row["reported"] = {service: sum(n for (b, s, _), n in reports.by_batch.items() if b == batch and s == service)
+        row["reported"] = {service: reports.by_batch.get((batch, service, row["subject"]), 0)
                            for service in row["consumers"]}
-        # a consumer that reported fewer rejections than it got messages (per instance) took some silently
-        row["taken_silently"] = {
-            service: max(0, row["sent"] - row["reported"][service] // max(1, mesh.instances.get(service, 1)))
-            for service in row["consumers"]}
+    # every instance listening on a subject rejects malformed bytes with a report: that gives, per
+    # (consumer, subject), how many instances get each message (one engine its own commands and
+    # heartbeats, a queue group one, a broadcast each), and 0 where it does not listen in this
+    # configuration (the router follows call events only with affinity stealing on; no engine e-fuzz)
+    listeners: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if row["kind"] in MALFORMED:
+            for service, n in row["reported"].items():
+                key = (service, row["subject"])
+                listeners[key] = max(listeners.get(key, 0), round(n / row["sent"]))
+    for row in rows:
+        row["listening_instances"] = {s: listeners.get((s, row["subject"]), 0) for s in row["consumers"]}
+        row["taken_silently"] = {s: max(0, row["sent"] - row["reported"][s] // n)
+                                 for s, n in row["listening_instances"].items() if n}
     return rows
 
 
@@ -216,6 +237,8 @@ async def fuzz_nats(mesh: Mesh, seed: int = 0, variants: int = 4,
         raise ValueError("variants must be in 1..1000")
     rng = random.Random(seed)
     t0 = time.monotonic()
+    say = progress
+    progress = lambda line: say(f"[{time.monotonic() - t0:5.1f} s] {line}")  # noqa: E731
     victim = await observe.session_with_one_call(mesh.api_url, mesh.api_key)
     if not victim["applied"]:
         raise RuntimeError(f"the mesh does not serve a call before fuzzing: {victim}")

@@ -2,11 +2,13 @@
 
 Kinds, and who a consumer may trust them from:
 - malformed (`random_bytes`, `truncated`, `wrong_types`): no decoder may accept them, from anyone;
-- out of range (`non_finite`, `negative`, `huge`, `bad_ids`): well-typed, but a value no state may
-  take (NaN, a negative duration, 2**63, a 300-character or NUL id); a bounded decoder refuses them
-  even from the role allowed to publish the subject;
+- out of range (`non_finite`, `negative`, `huge`, `bad_ids`): well-typed, but a value the protocol's
+  contract excludes (NaN, a negative duration, a count beyond 32 bits, a 300-character or NUL id, a
+  program id that is no subject token); a bounded decoder refuses them even from the role allowed
+  to publish the subject;
 - `forged`: a valid message about a live session or engine (charge it, promote it, close it, drain
-  an engine), refused only by the server's permissions: sent from the wrong roles alone.
+  an engine, a 100K-element list), refused only by the server's permissions: sent from the wrong
+  roles alone.
 
 Every message is built from the message classes themselves (field types and names), so a field
 added to shared/protocol/messages.py is fuzzed without a change here.
@@ -32,9 +34,18 @@ OUT_OF_RANGE = ("non_finite", "negative", "huge", "bad_ids")
 FORGED = ("forged",)
 KINDS = (*MALFORMED, *OUT_OF_RANGE, *FORGED)
 
-BAD_IDS = ("x" * 300, "x" * 70_000, "a\x00b", "", "a.b", "*", ">", "a b")
+# Out of range by the protocol's own contract (messages.py, ids.py): every float is a finite,
+# non-negative quantity, a duration (`*_s`) below decades; every count fits the table's 32-bit
+# columns and an instant (`*_ns`) int64; an id is at most 256 characters without NUL, program and
+# session and call ids are non-empty, and ids that name subjects are one subject token.
+BAD_IDS = ("x" * 300, "x" * 70_000, "a\x00b")
+BAD_SUBJECT_IDS = ("a.b", "*", ">", "a b")
+NON_EMPTY_IDS = ("program_id", "session_id", "call_id")
+SUBJECT_IDS = ("program_id", "session_id", "engine_id", "primary_engine")
 BAD_FLOATS = {"non_finite": (math.nan, math.inf, -math.inf), "negative": (-1.0, -1e12), "huge": (1e308, 1e18)}
-BAD_INTS = {"negative": (-1, -(2**31)), "huge": (2**63 - 1, 2**64 - 1, 2**40)}
+BAD_DURATIONS = {**BAD_FLOATS, "huge": (1e308, 1e12)}
+BAD_INTS = {"negative": (-1, -(2**31)), "huge": (2**31, 2**40, 2**64 - 1)}
+BAD_INSTANTS = {"negative": (-1, -(2**31)), "huge": (2**63, 2**64 - 1)}
 HUGE_LIST = 100_000  # elements: ~100-300 KB of msgpack, under the server's payload limit
 
 
@@ -142,18 +153,28 @@ def envelope(type_name: str, body: Any, seq: int) -> bytes:
 def _out_of_range(kind: str, tp: Any, name: str) -> tuple[Any, ...]:
     """The bad values of one kind for one field type ((): the kind has none for it)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    name = name.rstrip("?")
     if kind == "bad_ids":
-        return BAD_IDS if tp is str and _is_id(name.rstrip("?")) else ()
+        if tp is not str or not _is_id(name):
+            return ()
+        return (BAD_IDS + (BAD_SUBJECT_IDS if name in SUBJECT_IDS else ())
+                + (("",) if name in NON_EMPTY_IDS else ()))
+    floats = BAD_DURATIONS if name.endswith("_s") else BAD_FLOATS
+    ints = BAD_INSTANTS if name.endswith("_ns") else BAD_INTS
     if tp is float:
-        return BAD_FLOATS.get(kind, ())
+        return floats.get(kind, ())
     if tp is int:
-        return BAD_INTS.get(kind, ())
+        return ints.get(kind, ())
     if origin is dict and args[1] in (float, int):  # per-thread or per-tenant maps
-        bad = (BAD_FLOATS if args[1] is float else BAD_INTS).get(kind, ())
-        return tuple({"main": v} for v in bad)
-    if origin is list and kind == "huge":
-        return (list(range(HUGE_LIST)) if args[0] is int else ["x"] * HUGE_LIST,)
+        return tuple({"main": v} for v in (floats if args[1] is float else ints).get(kind, ()))
     return ()
+
+
+def _long_lists(cls: type) -> list[tuple[tuple, list]]:
+    """Every list field at HUGE_LIST elements: within the protocol (a 100K-token prompt is one), so
+    a `forged` payload, trusted from the right role."""
+    return [(path, list(range(HUGE_LIST)) if typing.get_args(tp)[0] is int else ["x"] * HUGE_LIST)
+            for path, tp, _ in _leaves(cls) if typing.get_origin(tp) is list]
 
 
 _WRONG = (None, "7", 7, 1.5, True, [], {}, b"\x00")
@@ -210,6 +231,8 @@ def payloads(cls: type, kind: str, ctx: Context, rng: random.Random, variants: i
     elif kind == "forged":
         out.append(Payload(kind, f"{name} (valid, about {ctx.program_id}/{ctx.engine_id})",
                            envelope(cls.TYPE, valid, seq)))
+        for path, value in _long_lists(cls)[:1]:
+            out.append(Payload(kind, f"{name}.{_dotted(path)}={_show(value)}", envelope(cls.TYPE, _set(valid, path, value), seq)))
         for path, tp, _ in _leaves(cls):
             if len(out) >= variants:
                 break

@@ -77,6 +77,8 @@ def _fill(pattern: str, engines: list[str], program_id: str) -> list[str]:
         return [pattern]
     if ".engine.*" in pattern:
         return [pattern.replace("*", e, 1) for e in [*engines, "e-fuzz"]]
+    if pattern == f"{P}.cmd.limits.*":  # the limit owner's two commands
+        return [pattern.replace("*", verb, 1) for verb in ("admit", "usage")]
     return [pattern.replace("*", program_id, 1)]
 
 

@@ -7,8 +7,9 @@ publisher with the right NATS role included):
 - every int lies in 0..MAX_INT (counts, tokens, epochs, levels, sequence numbers: the process
   table keeps them in 32-bit columns), an instant (`*_ns`) in 0..MAX_NS;
 - an id (`*_id`, `tenant`, `primary_engine`) follows shared/protocol/ids.py's length and NUL rule,
-  and one that names a subject (program, session, engine) is one subject token (empty stays allowed
-  here: several ids default to "", and their consumers say what empty means).
+  and one that names a subject (program, session, engine) is one subject token; program, session
+  and call ids are never empty (other ids may be: several default to "", and their consumers say
+  what empty means).
 
 Lists are bounded by the server's payload limit; per-key maps (`thread_service_s`) have their
 values bounded like the field.
@@ -28,6 +29,7 @@ MAX_NS = 2**63 - 1
 
 ID_NAMES = ("tenant", "primary_engine")
 SUBJECT_ID_NAMES = ("program_id", "session_id", "engine_id", "primary_engine")
+NON_EMPTY_ID_NAMES = ("program_id", "session_id", "call_id")  # always given: a key of the table's rows
 _NOT_IN_A_TOKEN = re.compile(r"[.*>\s]")
 
 
@@ -50,8 +52,9 @@ def is_id(name: str) -> bool:
 
 
 def bad_id(name: str, value: str) -> bool:
-    """Too long, with NUL, or (an id that names a subject) not one subject token."""
-    return (len(value) > MAX_ID_CHARS or "\x00" in value
+    """Too long, with NUL, empty where it is a row's key, or (an id that names a subject) not one
+    subject token."""
+    return (len(value) > MAX_ID_CHARS or "\x00" in value or (not value and name in NON_EMPTY_ID_NAMES)
             or (name in SUBJECT_ID_NAMES and _NOT_IN_A_TOKEN.search(value) is not None))
 
 
@@ -64,5 +67,6 @@ def problem(name: str, tp: type, value: object) -> str | None:
         return None
     if tp is str and is_id(name) and bad_id(name, value):
         return (f"an id is at most {MAX_ID_CHARS} characters, without NUL"
-                + (", and one subject token (no '.', '*', '>' or space)" if name in SUBJECT_ID_NAMES else ""))
+                + (", and one subject token (no '.', '*', '>' or space)" if name in SUBJECT_ID_NAMES else "")
+                + (", not empty" if name in NON_EMPTY_ID_NAMES else ""))
     return None

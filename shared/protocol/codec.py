@@ -132,12 +132,20 @@ def _bounded_values(conv: Converter, name: str, value_type: type) -> Converter:
     """A map field's converter that also bounds each value as the field itself (bounds.py)."""
     def dict_conv(v: Any, path: str) -> dict:
         out = conv(v, path)
-        for key, x in out.items():
+        for key, x in (out or {}).items():
             problem = bounds.problem(name, value_type, x)
             if problem:
                 raise ProtocolError(f"field {path + '.' + str(key)!r}: {problem}, got {x!r:.60}")
         return out
     return dict_conv
+
+
+def _map_type(tp: Any) -> Any:
+    """dict[K, V] for a field of type dict[K, V] or dict[K, V] | None; None otherwise."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else None
+    return tp if typing.get_origin(tp) is dict else None
 
 
 def _out_of_bounds(path: str, name: str, scalar: type, value: Any) -> typing.NoReturn:
@@ -160,7 +168,8 @@ def _compile(cls: type) -> None:
             if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(inner) == 1 and inner[0] in _SCALARS:
                 scalar = inner[0]
         conv = _converter_for(tp)
-        map_args = typing.get_args(tp) if typing.get_origin(tp) is dict else ()
+        map_tp = _map_type(tp)
+        map_args = typing.get_args(map_tp) if map_tp is not None else ()
         if map_args and map_args[1] in (float, int):
             conv = _bounded_values(conv, f.name, map_args[1])
         bound = bounds.number_bound(f.name, scalar)
@@ -191,8 +200,8 @@ def _compile(cls: type) -> None:
         return cls(**kwargs)
 
     checked = [(name, scalar) for name, _, _, scalar, bound, is_id in specs if bound or is_id]
-    mapped = [(f.name, typing.get_args(hints[f.name])[1]) for f in dataclasses.fields(cls)
-              if typing.get_origin(hints[f.name]) is dict and typing.get_args(hints[f.name])[1] in (float, int)]
+    mapped = [(f.name, typing.get_args(_map_type(hints[f.name]))[1]) for f in dataclasses.fields(cls)
+              if _map_type(hints[f.name]) is not None and typing.get_args(_map_type(hints[f.name]))[1] in (float, int)]
 
     def in_bounds(obj: Any) -> bool:  # for a decoder that built `obj` itself (FastDecoder)
         for name, scalar in checked:
@@ -200,7 +209,7 @@ def _compile(cls: type) -> None:
             if x is not None and bounds.problem(name, scalar, x):
                 return False
         return not any(bounds.problem(name, value_type, x) for name, value_type in mapped
-                       for x in getattr(obj, name).values())
+                       for x in (getattr(obj, name) or {}).values())
 
     _BOUND_CHECKS[cls] = in_bounds
 

@@ -150,7 +150,7 @@ async def test_bad_messages_are_rejected_and_the_consumer_keeps_running(process_
     await bus.subscribe(subjects.errors("process_table"), lambda inc: _append(errors, inc.body))
     subject = subjects.completion(pid)  # where the table reads completions
     await bus.js.publish(subject, b"\xc1 not msgpack")  # malformed bytes
-    await bus.publish_event(completion(pid, new_id("c"), service_s=-1.0))  # decodes, but impossible
+    await bus.publish_event(completion(pid, new_id("c"), service_s=-1.0))  # impossible: refused at decoding (wire bounds)
     await bus.publish_event(completion(pid, new_id("c"), 2.0, 0.0))  # a good one after them
     await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 1))
     assert (await lookup(bus, pid)).service_s == 2.0

@@ -52,6 +52,8 @@ def test_values_in_range_decode_unchanged(value, count):
     (m.EngineHeartbeat(engine_id="e0"), {"started_at_ns": 2**64 - 1}),
     (m.EngineHeartbeat(engine_id="e0"), {"engine_id": "e" * (MAX_ID_CHARS + 1)}),
     (m.CloseSession(session_id="s", tenant="acme"), {"tenant": "a\x00b"}),
+    (m.CloseSession(session_id="s", tenant="acme"), {"session_id": ""}),
+    (m.CallCompleted(call_id="c", program_id="p", engine_id="e", service_s=1.0, wait_s=0.0), {"program_id": "a.b"}),
 ])
 def test_out_of_range_fields_of_other_messages_are_refused(msg, changes):
     with pytest.raises(ProtocolError, match=next(iter(changes))):
