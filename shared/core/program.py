@@ -17,6 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from shared.lru import LRU
+
+# call ids a ledger remembers to refuse a duplicate completion: a redelivery comes soon after the
+# original (within a batch or an ack wait), and a long-lived session must not grow an engine's
+# memory by every call it ever made (the process table, which owns the count, dedupes by its rows)
+MAX_REMEMBERED_CALL_IDS = 4096
+
 
 class ServiceAggregation(StrEnum):
     """How a completed call's service folds into its program's service."""
@@ -36,7 +43,8 @@ class ProgramLedger:
     service_s: float = 0.0
     wait_s: float = 0.0
     thread_service_s: dict[str, float] = field(default_factory=dict)
-    completed_call_ids: set[str] = field(default_factory=set)
+    completed_call_ids: LRU[str, None] = field(default_factory=lambda: LRU(MAX_REMEMBERED_CALL_IDS))
+    num_completed_calls: int = 0
     promotions: int = 0
     # bumped on every promotion so engines can tell that level-relevant state was reset
     epoch: int = 0
@@ -71,7 +79,8 @@ class ProgramLedger:
             raise ValueError(f"negative service or wait for call {call_id}: {service_s}, {wait_s}")
         if call_id in self.completed_call_ids:
             return False
-        self.completed_call_ids.add(call_id)
+        self.completed_call_ids.put(call_id, None)
+        self.num_completed_calls += 1
         self.version += 1
         self.wait_s += wait_s
         stale = submit_epoch is not None and submit_epoch != self.epoch  # promoted since submit

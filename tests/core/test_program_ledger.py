@@ -105,3 +105,15 @@ def test_the_version_moves_with_every_transition_taken_and_only_then(steps):
             if taken:
                 assert (ledger.epoch, ledger.service_s) == (n, 2.0)
         assert ledger.version == before + (1 if taken else 0)
+
+
+def test_a_long_program_remembers_a_bounded_window_of_call_ids_and_still_counts_every_call():
+    from shared.core.program import MAX_REMEMBERED_CALL_IDS
+
+    led = ProgramLedger("p")
+    total = MAX_REMEMBERED_CALL_IDS + 100
+    for i in range(total):
+        assert led.complete_call(f"c{i}", "main", 0.01, 0.0, None, ServiceAggregation.SUM)
+    assert len(led.completed_call_ids) == MAX_REMEMBERED_CALL_IDS and led.num_completed_calls == total
+    assert not led.complete_call(f"c{total - 1}", "main", 0.01, 0.0, None, ServiceAggregation.SUM)  # recent: refused
+    assert abs(led.service_s - 0.01 * total) < 1e-6

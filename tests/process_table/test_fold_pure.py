@@ -47,7 +47,7 @@ def test_batched_fold_matches_ledger(seed, aggregation, num_calls, num_promotion
     assert row.service_s == expected.service_s
     assert row.wait_s == expected.wait_s
     assert row.epoch == expected.epoch and row.promotions == expected.promotions
-    assert row.num_completed_calls == len(expected.completed_call_ids)
+    assert row.num_completed_calls == expected.num_completed_calls
     assert row.thread_service_s == expected.thread_service_s
 
 

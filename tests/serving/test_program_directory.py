@@ -22,7 +22,7 @@ def test_local_completion_then_table_update_agree():
     led = d.ledger("p")
     assert (led.service_s, led.wait_s, led.thread_service("t1"), led.thread_service("main")) == (5.0, 1.0, 5.0, 2.0)
     assert led.version > snapshot  # engines re-read this program's priority
-    assert led.completed_call_ids == {"c1"}  # the table's update is no fake call
+    assert list(led.completed_call_ids) == ["c1"]  # the table's update is no fake call
 
 
 def test_promotion_resets_and_stale_updates_are_ignored():
