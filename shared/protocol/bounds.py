@@ -6,7 +6,7 @@ publisher with the right NATS role included):
   a duration or amount of service (`*_s`, messages.py's naming) lies in 0..MAX_SECONDS;
 - every int lies in 0..MAX_INT (counts, tokens, epochs, levels, sequence numbers: the process
   table keeps them in 32-bit columns), an instant (`*_ns`) in 0..MAX_NS;
-- an id (`*_id`, `tenant`, `primary_engine`) follows shared/protocol/ids.py's length and NUL rule,
+- an id (`*_id`, `tenant`, `primary_engine`) follows the process table's length and NUL rule (ids.py),
   and one that names a subject (program, session, engine) is one subject token; program, session
   and call ids are never empty (other ids may be: several default to "", and their consumers say
   what empty means).
@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from shared.protocol.ids import MAX_ID_CHARS
-
+MAX_ID_CHARS = 256  # the process table's id rule (ids.py takes it from here: this module is the lower)
 MAX_SECONDS = 1e9  # ~31 years of service or waiting: beyond any real program
 MAX_QUANTITY = 1e15  # no float on the wire comes near: tokens to process, a wait ratio, a fraction
 MAX_INT = 2**31 - 1

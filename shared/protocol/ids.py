@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shared.protocol import subjects
+from shared.protocol.bounds import MAX_ID_CHARS  # primary-key entries and subject tokens: kept short
 
-MAX_ID_CHARS = 256  # primary-key entries and subject tokens: kept short
 DEFAULT_TENANT_ID = "default"  # the owner of a program whose client named no tenant
 
 
