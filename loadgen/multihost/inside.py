@@ -109,6 +109,9 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
                      "checked_in_db": ledger.programs_checked},
         "lost_engine": observe.redispatch_summary(routed, completed_on, LOST_ENGINE_HOST),
         "engines_seen": sorted({e for engines in routed.values() for e in engines}),
+        # completions the client saw whose row never came: where each call had been placed
+        "lost_calls": [{"call_id": c, "routed_to": routed.get(c, [])}
+                       for c in tally.completed_call_ids if c not in completed_on][:50],
         "audit_stream": {"db_calls_without_routed_event": sum(1 for c in completed_on if c not in routed),
                          "routed_calls": len(routed)},
         "recovery": asdict(rec),
@@ -141,7 +144,7 @@ async def _stop_probes(probes: dict[str, tuple[Bus, asyncio.Task]]) -> dict[str,
     return out
 
 
-async def _restore(mesh: MultiHostMesh, bus: Bus, host: str, timeout_s: float = 15.0) -> dict:
+async def _restore(mesh: MultiHostMesh, bus: Bus, host: str, timeout_s: float = 30.0) -> dict:
     """Bring the cut node's link back; wait until its replicas are current again (or time out)."""
     mesh.host(host).restore()
     t0 = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def run(keep: bool = False, postgres_url: str | None = None) -> dict:
         result = json.loads(out.read_text())
         result["wall_s"] = round(time.monotonic() - t0, 1)
         result["postgres_start_s"] = pg_s
+        result["machine"] = {"cpus": os.cpu_count(), "loadavg_1m_at_end": round(os.getloadavg()[0], 1)}
         result["versions"] = {"nats_server": _nats_version(), "postgresql": _postgres_version(postgres_url)}
         if keep:
             result["logs"] = str(root / "logs")
