@@ -152,7 +152,7 @@ def _summarize(runs: list[dict]) -> list[dict]:
 
 
 async def run(seconds: float, concurrency: int, repeats: int, port: int,
-              configs: tuple[tuple[int, int, bool], ...] = CONFIGS) -> dict:
+              configs: tuple[tuple[int, int, bool], ...] = CONFIGS, partial: Path | None = None) -> dict:
     runs = []
     load_start = load_average()
     for i in range(repeats):  # interleaved: every configuration once per round
@@ -160,9 +160,40 @@ async def run(seconds: float, concurrency: int, repeats: int, port: int,
             print(f"scaling: round {i + 1}/{repeats}, {workers} API worker(s), {routers} router(s), "
                   f"limits {'shared' if shared else 'per worker'}", file=sys.stderr, flush=True)
             runs.append({"round": i + 1, **await measure(workers, routers, shared, seconds, concurrency, port)})
+            if partial is not None:  # a run that dies later keeps what it measured
+                partial.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     return {"engine": "lite, TIME_SCALE=0 (zero-time), 1 engine", "seconds": seconds, "concurrency": concurrency,
             "repeats": repeats, "cpu_count": os.cpu_count(), "load_average_1m_start": load_start,
             "load_average_1m_end": load_average(), "summary": _summarize(runs), "runs": runs}
+
+
+SERVICES = ("session_api", "router", "engine_agent", "process_table", "controller", "nats", "postgres")
+
+
+def _ms(row: dict, service: str) -> str:
+    value = row["cpu_ms_per_call"].get(service, {}).get("median")
+    return "" if value is None else f"{value:.3f}"
+
+
+def _predicted(row: dict, cores: str) -> str:
+    p = row["predicted"][cores]
+    return "" if p["calls_per_s"] is None else f"{p['calls_per_s']:,.0f} ({p['bound_by']})"
+
+
+def markdown_table(result: dict) -> str:
+    """The README's table: per configuration, calls/s (median and spread) and the median CPU per
+    call of every service, and the prediction for 16 and 64 cores."""
+    head = ["API workers", "routers", "limits", "calls/s (min-max)", "spread", *SERVICES, "serving total", "client",
+            "16 cores", "64 cores"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["summary"]:
+        cps = row["calls_per_s"]
+        lines.append("| " + " | ".join([
+            str(row["api_workers"]), str(row["routers"]), "shared" if row["shared_limits"] else "per worker",
+            f"{cps['median']:,.0f} ({cps['min']:,.0f}-{cps['max']:,.0f})", f"{cps['spread']:.2f}",
+            *(_ms(row, s) for s in SERVICES), f"{row['cpu_ms_per_call_serving']['median']:.3f}", _ms(row, "client"),
+            _predicted(row, "16"), _predicted(row, "64")]) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,7 +205,11 @@ def main(argv: list[str] | None = None) -> int:
                    "per worker (SHARED_LIMITS=false); default 1x1,2x1,4x1,1x2,2x2,4x2,1x1L,2x1L")
     p.add_argument("--port", type=int, default=8198)
     p.add_argument("--json", dest="json_path")
+    p.add_argument("--table", dest="table_from", help="print the markdown table of a results JSON and exit")
     args = p.parse_args(argv)
+    if args.table_from:
+        print(markdown_table(json.loads(Path(args.table_from).read_text())))
+        return 0
     if args.seconds <= 0 or args.concurrency < 1 or args.repeats < 1:
         raise SystemExit("--seconds must be > 0, --concurrency and --repeats >= 1")
     try:
@@ -184,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError
     except ValueError:
         raise SystemExit(f"--configs takes WORKERSxROUTERS items such as 2x1, got {args.configs!r}") from None
-    result = asyncio.run(run(args.seconds, args.concurrency, args.repeats, args.port, configs))
+    partial = Path(args.json_path).with_suffix(".partial.json") if args.json_path else None
+    result = asyncio.run(run(args.seconds, args.concurrency, args.repeats, args.port, configs, partial))
+    if partial is not None:
+        partial.unlink(missing_ok=True)
     result["command"] = "python -m loadgen.bench.scaling " + " ".join(argv if argv is not None else sys.argv[1:])
     text = json.dumps(result, indent=1)
     if args.json_path:

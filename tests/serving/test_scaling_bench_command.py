@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loadgen.bench.scaling import markdown_table
 from shared.runtime.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +33,7 @@ def test_scaling_bench_tiny(tmp_path) -> None:
     assert {"session_api", "router", "engine_agent", "process_table", "nats", "client"} <= set(run["cpu_ms_per_call"])
     (row,) = result["summary"]
     assert row["predicted"]["16"]["calls_per_s"] > 0 and row["predicted"]["16"]["bound_by"]
+    assert "| 2 | 2 | shared |" in markdown_table(result)  # the README's table
 
 
 def test_a_bad_config_is_refused_by_name() -> None:
