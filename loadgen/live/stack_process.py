@@ -28,6 +28,7 @@ class StackProcess:
     url: str
     api_key: str
     log_path: Path
+    tenant: str = "demo"  # the tenant `api_key` belongs to
 
     @property
     def nats_url(self) -> str | None:

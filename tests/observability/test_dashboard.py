@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.observability.promql_names import dashboard_exprs, metric_names
+from loadgen.bench.promql_names import dashboard_exprs, metric_names
 from tests.observability.traffic import drive
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "autellix.json"

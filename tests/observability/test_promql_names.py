@@ -1,6 +1,6 @@
 """The dashboard check's PromQL reader: names of series, never functions, labels or durations."""
 
-from tests.observability.promql_names import metric_names
+from loadgen.bench.promql_names import metric_names
 
 
 def test_names_of_an_aggregated_histogram_quantile():
