@@ -79,9 +79,11 @@ async def scrape_forever(targets: list[dict], seen: set[str], rounds: list[int],
                 pass
 
 
-async def probe_programs(url: str, key: str, count: int, every_s: float, calls: int) -> dict[str, float]:
-    """Programs with client-chosen session ids; the time each one's first call was sent, by session id."""
+async def probe_programs(url: str, key: str, count: int, every_s: float, calls: int) -> tuple[dict[str, float], dict]:
+    """Programs with client-chosen session ids: the time each one's first call was sent (by session
+    id), and the calls that did not get a 200 (by status, or the transport error's name)."""
     sent: dict[str, float] = {}
+    failed: dict[str, int] = {}
     headers = {"Authorization": f"Bearer {key}"}
 
     async def one(session_id: str) -> None:
@@ -89,14 +91,21 @@ async def probe_programs(url: str, key: str, count: int, every_s: float, calls: 
             for i in range(calls):
                 if i == 0:
                     sent[session_id] = time.monotonic()
-                await http.post("/v1/chat/completions", headers=headers | {"X-Session-Id": session_id}, json={
-                    "model": "autellix-lite", "max_tokens": 16, "messages": [{"role": "user", "content": f"step {i}"}]})
+                try:
+                    r = await http.post("/v1/chat/completions", headers=headers | {"X-Session-Id": session_id}, json={
+                        "model": "autellix-lite", "max_tokens": 16,
+                        "messages": [{"role": "user", "content": f"step {i}"}]})
+                    outcome = None if r.status_code == 200 else str(r.status_code)
+                except httpx.HTTPError as exc:
+                    outcome = type(exc).__name__
+                if outcome is not None:
+                    failed[outcome] = failed.get(outcome, 0) + 1
     tasks = []
     for i in range(count):
         tasks.append(asyncio.create_task(one(f"probe-{secrets.token_hex(4)}-{i}")))
         await asyncio.sleep(every_s)
     await asyncio.gather(*tasks)
-    return sent
+    return sent, failed
 
 
 def panel_report(seen: set[str]) -> dict:
@@ -122,7 +131,8 @@ async def observe(stack: StackProcess, workload: str, rate: float, duration_s: f
     try:
         live = asyncio.create_task(run_live(LiveRunConfig(url=stack.url, api_key=stack.api_key, workload=workload,
                                                           rates=[rate], duration_s=duration_s)))
-        sent = await probe_programs(stack.url, stack.api_key, probes, duration_s / max(probes, 1), calls=3)
+        sent, probe_failures = await probe_programs(stack.url, stack.api_key, probes, duration_s / max(probes, 1),
+                                                    calls=3)
         live_result = await live
         await asyncio.sleep(2.0)  # the last scrape and state ticks after the load
     finally:
@@ -136,7 +146,7 @@ async def observe(stack: StackProcess, workload: str, rate: float, duration_s: f
     return {
         "load": {"workload": workload, "rate": rate, "duration_s": duration_s,
                  "programs": point["num_programs"], "programs_completed": point["completed_programs"],
-                 "probe_programs": len(sent)},
+                 "probe_programs": len(sent), "probe_call_failures": probe_failures},
         "scrape": {"targets": len(targets), "interval_s": 1.0, "rounds": rounds[0]},
         "dashboard": panel_report(seen),
         "top": {"programs": len(sent), "shown": len(delays), "missing": len(sent) - len(delays),
