@@ -51,7 +51,12 @@ def variants(sink_url: str) -> dict[str, dict[str, str]]:
         "access_log": dict(LOGGED),
         "traced_all": traced,
         "traced_10pct": {**traced, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"},
+        # tracing set up, no trace sampled: what an unsampled call alone costs (not run by default)
+        "traced_0pct": {**traced, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"},
     }
+
+
+DEFAULT_VARIANTS = ("off", "access_log", "traced_all", "traced_10pct")
 
 
 class Sink:
@@ -86,7 +91,8 @@ async def _window(stack, http: LeanHttp, seconds: float, concurrency: int, sink_
     return {"calls_per_s": round(rate, 1), "cpu_ms_per_call": cpu, "load_average_1m": load_average()}
 
 
-async def run(rounds: int, seconds: float, concurrency: int, settle_s: float = 1.0) -> dict:
+async def run(rounds: int, seconds: float, concurrency: int, settle_s: float = 1.0,
+              chosen: tuple[str, ...] = DEFAULT_VARIANTS) -> dict:
     inherited = sorted(k for k in os.environ if k.startswith("OTEL_"))
     if inherited:  # every stack inherits this environment: `off` would be traced
         raise SystemExit(f"unset {', '.join(inherited)} first: each variant sets its own tracing variables")
@@ -97,6 +103,8 @@ async def run(rounds: int, seconds: float, concurrency: int, settle_s: float = 1
     spans = None
     try:
         for name, env in variants(sink.url).items():
+            if name != "off" and name not in chosen:  # off: the base of every ratio
+                continue
             print(f"tracing cost: starting {name}", file=sys.stderr, flush=True)
             stacks[name] = await asyncio.to_thread(start_stack, "atlas", 1, free_port(), "lite", 120.0, None,
                                                    {**STACK_ENV, **env})
@@ -151,10 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="windows per variant, interleaved (A B C D, B C D A, ...)")
     p.add_argument("--seconds", type=float, default=5.0, help="length of each throughput window")
     p.add_argument("--settle", type=float, default=1.0, help="idle seconds before each window")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help=f"comma-separated, of {', '.join(variants(''))} (off is always run)")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    result = asyncio.run(run(args.rounds, args.seconds, args.concurrency, args.settle))
+    chosen = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in variants("")]
+    if unknown:
+        p.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(variants(''))})")
+    result = asyncio.run(run(args.rounds, args.seconds, args.concurrency, args.settle, chosen))
     result["command"] = "python -m loadgen.bench.tracing_cost " + " ".join(argv if argv is not None else sys.argv[1:])
     text = json.dumps(result, indent=1)
     if args.json:

@@ -21,7 +21,8 @@ def test_ratios_pair_windows_of_the_same_round():
 
 def test_only_traced_variants_name_a_collector_and_off_turns_the_access_log_off():
     v = variants("http://127.0.0.1:1")
-    assert [k for k, env in v.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in env] == ["traced_all", "traced_10pct"]
+    assert [k for k, env in v.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in env] == ["traced_all", "traced_10pct",
+                                                                                   "traced_0pct"]
     assert v["off"] == {"ACCESS_LOG": "false"} and v["access_log"]["LOG_LEVEL"] == "info"
     assert v["traced_10pct"]["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
 
