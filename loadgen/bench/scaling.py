@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -86,10 +87,26 @@ async def _calls(pool: LeanHttpPool, request: bytes, seconds: float, concurrency
     return count, errors, time.perf_counter() - t0
 
 
-async def _every_worker_ready(url: str, workers: int, timeout_s: float = 30.0) -> None:
-    """`autellix up` is healthy once one worker answers; the others may not have heard an engine
-    yet. Fresh connections reach random workers: many 200s in a row mean every one is ready."""
+def _listening_workers(stack_pid: int, port: int) -> int:
+    """session_api processes of the stack with their listening socket on `port` bound."""
+    count = 0
+    for proc in psutil.Process(stack_pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if stack_role(proc) == "session_api" and any(
+                    c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
+                count += 1
+    return count
+
+
+async def _every_worker_ready(url: str, workers: int, stack_pid: int, port: int, timeout_s: float = 30.0) -> None:
+    """`autellix up` is healthy once one worker answers: the others may not listen yet (a client
+    connecting then never reaches them) or not have heard an engine. So: every worker listens,
+    then many fresh connections (random workers) in a row answer 200."""
     deadline = time.monotonic() + timeout_s
+    while _listening_workers(stack_pid, port) < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not every API worker listened on port {port} within {timeout_s:g} s")
+        await asyncio.sleep(0.1)
     in_a_row = 0
     async with httpx.AsyncClient(timeout=2.0, limits=httpx.Limits(max_keepalive_connections=0)) as http:
         while in_a_row < 8 * workers:
@@ -106,7 +123,7 @@ async def measure(workers: int, routers: int, shared_limits: bool, seconds: floa
     stack = await asyncio.to_thread(start_stack, "atlas", 1, port, "lite", 180.0, None, env,
                                     ("--api-workers", str(workers), "--routers", str(routers)))
     try:
-        await _every_worker_ready(stack.url, workers)
+        await _every_worker_ready(stack.url, workers, stack.proc.pid, port)
         async with LeanHttpPool(stack.url, concurrency) as pool:
             request = pool.request_bytes("/v1/chat/completions", json.dumps(CHAT_BODY).encode(),
                                          {"Authorization": f"Bearer {stack.api_key}"})
@@ -143,8 +160,18 @@ def _summarize(runs: list[dict]) -> list[dict]:
             "api_workers": workers, "routers": routers, "shared_limits": shared,
             "calls_per_s": summary([r["calls_per_s"] for r in mine], 1),
             "refused_per_run": [sum(r["refused"].values()) for r in mine],
+            # the cores the stack and its client actually got: calls/s x their CPU per call (a
+            # shared host gives the stack much less than its 2 cores)
+            "cores_used": summary([r["calls_per_s"] * (r["cpu_ms_per_call_serving"] + r["cpu_ms_per_call"]["client"])
+                                   / 1e3 for r in mine], 2),
             "cpu_ms_per_call": cpu,
             "cpu_ms_per_call_serving": summary([r["cpu_ms_per_call_serving"] for r in mine], 4),
+            # each service's CPU per call over the engine agent's in the same run: the engine does
+            # the same work in every configuration, so this ratio cancels most of a shared host's
+            # drift (contention inflates every process's CPU per call alike)
+            "cpu_over_engine_agent": {s: summary([r["cpu_ms_per_call"].get(s, 0.0) / r["cpu_ms_per_call"]["engine_agent"]
+                                                  for r in mine if r["cpu_ms_per_call"].get("engine_agent")], 3)
+                                      for s in services if s != "engine_agent"},
             # from the median costs: N cores / the chain's CPU per call, or one process's cap
             "predicted": {str(n): predict(median_cpu, instances, n) for n in PREDICT_CORES},
         })
@@ -183,14 +210,15 @@ def _predicted(row: dict, cores: str) -> str:
 def markdown_table(result: dict) -> str:
     """The README's table: per configuration, calls/s (median and spread) and the median CPU per
     call of every service, and the prediction for 16 and 64 cores."""
-    head = ["API workers", "routers", "limits", "calls/s (min-max)", "spread", *SERVICES, "serving total", "client",
-            "16 cores", "64 cores"]
+    head = ["API workers", "routers", "limits", "calls/s (min-max)", "spread", "cores used", *SERVICES,
+            "serving total", "client", "16 cores", "64 cores"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in result["summary"]:
         cps = row["calls_per_s"]
         lines.append("| " + " | ".join([
             str(row["api_workers"]), str(row["routers"]), "shared" if row["shared_limits"] else "per worker",
             f"{cps['median']:,.0f} ({cps['min']:,.0f}-{cps['max']:,.0f})", f"{cps['spread']:.2f}",
+            f"{row['cores_used']['median']:.2f}",
             *(_ms(row, s) for s in SERVICES), f"{row['cpu_ms_per_call_serving']['median']:.3f}", _ms(row, "client"),
             _predicted(row, "16"), _predicted(row, "64")]) + " |")
     return "\n".join(lines)
@@ -205,10 +233,15 @@ def main(argv: list[str] | None = None) -> int:
                    "per worker (SHARED_LIMITS=false); default 1x1,2x1,4x1,1x2,2x2,4x2,1x1L,2x1L")
     p.add_argument("--port", type=int, default=8198)
     p.add_argument("--json", dest="json_path")
-    p.add_argument("--table", dest="table_from", help="print the markdown table of a results JSON and exit")
+    p.add_argument("--table", dest="table_from", help="summarize the runs of a results JSON again (into --json "
+                   "when given), print its markdown table and exit")
     args = p.parse_args(argv)
-    if args.table_from:
-        print(markdown_table(json.loads(Path(args.table_from).read_text())))
+    if args.table_from:  # the summary is made again from the runs, by this code
+        result = json.loads(Path(args.table_from).read_text())
+        result["summary"] = _summarize(result["runs"])
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(result, indent=1) + "\n")
+        print(markdown_table(result))
         return 0
     if args.seconds <= 0 or args.concurrency < 1 or args.repeats < 1:
         raise SystemExit("--seconds must be > 0, --concurrency and --repeats >= 1")

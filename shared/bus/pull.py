@@ -30,7 +30,6 @@ from nats.js import api
 from shared.bus.incoming import Incoming
 from shared.logging import get_logger
 from shared.protocol import subjects
-from shared.protocol.envelope import FastDecoder
 from shared.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -202,16 +201,10 @@ def decoding(bus: Bus, types: tuple[type, ...], prepare: Callable[[Any], Any] | 
     """An `arrive` hook that buffers `Delivery`s: decoded, type-checked, and `prepare(body)` applied
     (a ValueError from it rejects the message like a malformed one)."""
 
-    fast = FastDecoder(types[0]) if len(types) == 1 else None
-
     async def arrive(raw: Msg) -> Delivery | None:
-        decoded = fast.try_decode(raw.data) if fast is not None else None
-        if decoded is not None:  # the usual shape, on the compiled path
-            incoming = Incoming(raw.subject, "", decoded.envelope, decoded.body, bus)
-        else:  # anything else: the codec decides, and rejects with its reason
-            incoming = await accept_or_term(bus, raw, types)
-            if incoming is None:
-                return None
+        incoming = await accept_or_term(bus, raw, types)
+        if incoming is None:
+            return None
         delivery = Delivery(raw, incoming, received_at=time.perf_counter())
         if prepare is not None:
             try:
