@@ -14,7 +14,7 @@ LAYERS = (("shared",), ("services",), ("migrations",), ("loadgen",), ("autellix"
 LAYER_OF = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}
 PACKAGES = ("shared", "services", "migrations", "loadgen", "autellix")  # importable: the rest is never imported
 VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py",
-                                                                "vllm_serving.py", "vllm_queue.py")}
+                                                                "vllm_serving.py", "vllm_queue.py", "vllm_offload.py")}
 
 
 def _imports(path: pathlib.Path) -> set[str]:

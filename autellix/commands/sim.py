@@ -64,7 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batching", default="v1", help=f"one of: {', '.join(BATCHING_MODES)}")
     p.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
                    help="vLLM's prefix cache (default on; the KV mode sets it per --kv-policy)")
-    p.add_argument("--preemption", default="recompute", help=f"one of: {', '.join(PREEMPTION_MODES)}")
+    p.add_argument("--preemption", default="recompute",
+                   help=f"one of: {', '.join(PREEMPTION_MODES)} (offload: vLLM's OffloadingConnector CPU tier)")
+    p.add_argument("--host-kv-blocks", type=int, default=None,
+                   help="KV blocks of the CPU tier of --preemption swap/offload (lite default: unbounded; "
+                        "emulated: required)")
     p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
     p.add_argument("--programs", type=int, default=None,
                    help=f"programs per point (default {DEFAULT_PROGRAMS}; {QUICK_PROGRAMS} with --quick)")
@@ -109,7 +113,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     engine = EngineOptions(kind=args.engine, preset=args.preset.strip().lower(), batching=args.batching,
                            prefix_cache=args.prefix_cache is not False, preemption=args.preemption,
                            beta=parse_beta(args.beta), max_num_seqs=max_num_seqs,
-                           num_blocks=args.num_blocks)
+                           num_blocks=args.num_blocks, host_kv_blocks=args.host_kv_blocks)
     check_available(engine)
     bisect = args.bisect_steps if args.bisect_steps is not None else (0 if args.quick else 3)
     max_programs = args.max_programs or (QUICK_MAX_PROGRAMS if args.quick else 4000)

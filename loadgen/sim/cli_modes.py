@@ -24,6 +24,7 @@ SWEEP_ONLY = {
     "arrivals": "--arrivals",
     "regimes": "--regimes",
     "regime_programs": "--regime-programs",
+    "host_kv_blocks": "--host-kv-blocks",
 }
 KV_ONLY = {
     "slo_task_multiple": "--slo-task-multiple",

@@ -12,7 +12,7 @@ from shared.engine.api import DictProgramDirectory, Engine
 
 ENGINE_KINDS = registry.SIMULATED_BACKENDS
 BATCHING_MODES = ("v0", "v1")
-PREEMPTION_MODES = ("recompute", "swap")
+PREEMPTION_MODES = ("recompute", "swap", "offload")
 DEFAULT_BETA = StarvationConfig().beta
 
 
@@ -26,6 +26,12 @@ class EngineOptions:
     beta: float | None = DEFAULT_BETA
     max_num_seqs: int = 256  # running calls per engine (vLLM's max_num_seqs)
     num_blocks: int | None = None  # KV blocks per engine; None: the preset's
+    # the CPU tier: host KV blocks of preemption "swap" (lite: preempted KV) or "offload" (vLLM's
+    # OffloadingConnector: preempted and evicted KV; lite models it, emulated runs it and needs a
+    # size, its cpu_bytes_to_use); None: unbounded on lite. batched_swap: swap's copies (offload's
+    # are always batched, as vLLM's offload worker's)
+    host_kv_blocks: int | None = None
+    batched_swap: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -40,6 +46,12 @@ class EngineOptions:
             raise ValueError(f"--max-num-seqs must be >= 1, got {self.max_num_seqs}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ValueError(f"--num-blocks must be >= 1, got {self.num_blocks}")
+        if self.host_kv_blocks is not None and self.host_kv_blocks < 1:
+            raise ValueError(f"host_kv_blocks must be >= 1, got {self.host_kv_blocks}")
+        if self.preemption == "recompute" and self.host_kv_blocks is not None:
+            raise ValueError("host_kv_blocks (--host-kv-blocks) sizes the CPU tier: it needs preemption 'swap' or 'offload'")
+        if self.preemption != "swap" and self.batched_swap:
+            raise ValueError("batched_swap applies to preemption 'swap' (offload always batches)")
 
     def for_variant(self, variant: PolicyVariant) -> EngineOptions:
         """The settings a policy variant runs on (fcfs-v0 carries its own)."""
@@ -48,7 +60,7 @@ class EngineOptions:
             batching=variant.batching or self.batching,
             prefix_cache=self.prefix_cache if variant.prefix_cache is None else variant.prefix_cache,
             preemption=self.preemption, beta=self.beta, max_num_seqs=self.max_num_seqs,
-            num_blocks=self.num_blocks,
+            num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap,
         )
 
     def to_json(self) -> dict:
@@ -58,16 +70,19 @@ class EngineOptions:
         return registry.EngineSpec(
             preset=self.preset, starvation=StarvationConfig(beta=self.beta), batching=self.batching,
             prefix_caching=self.prefix_cache, preemption=self.preemption, max_num_seqs=self.max_num_seqs,
-            num_blocks=self.num_blocks)
+            num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap)
 
 
 def check_available(options: EngineOptions) -> None:
     """Fail early, with a clear message, when the chosen engine cannot be built here."""
     if options.kind != "emulated":
         return
-    if options.preemption != "recompute":
-        raise ValueError("the emulated engine (vLLM's scheduler) preempts by recompute only; "
-                         "use --preemption recompute or --engine lite")
+    if options.preemption == "swap":
+        raise ValueError("the emulated engine (vLLM's scheduler) has no swap; its CPU tier is vLLM's "
+                         "OffloadingConnector: use preemption 'offload' (or --engine lite)")
+    if options.preemption == "offload" and options.host_kv_blocks is None:
+        raise ValueError("the emulated engine's CPU tier is vLLM's OffloadingConnector, which needs a size: "
+                         "set host_kv_blocks")
     try:
         import shared.engine.vllm_adapter  # noqa: F401  (imports vLLM: is it installed?)
     except ImportError:

@@ -27,11 +27,11 @@ class EngineSpec:
     starvation: StarvationConfig = field(default_factory=StarvationConfig)  # beta=None: no local promotion
     batching: str = "v1"  # v1: chunked prefill; v0: prefill-first
     prefix_caching: bool = True
-    preemption: str = "recompute"  # or "swap": KV to a host tier
+    preemption: str = "recompute"  # or "swap" (lite) / "offload" (vLLM's OffloadingConnector): a host KV tier
     max_num_seqs: int = 256
     num_blocks: int | None = None  # KV blocks; None: the preset's
     kv_retention: RetentionConfig | None = None  # workflow-aware retention; None: plain prefix LRU
-    host_kv_blocks: int | None = None  # the swap tier's size (lite: None is unbounded)
+    host_kv_blocks: int | None = None  # the host tier's size (lite: None is unbounded)
     batched_swap: bool = False  # lite: one copy for all of a call's blocks
 
 
@@ -53,8 +53,8 @@ def _emulated(engine_id: str, policy: SchedulingPolicy, directory: ProgramDirect
         from shared.engine.vllm_emulated import EmulatedVllmEngine  # imports vLLM only when built
     except ImportError as exc:
         raise ValueError(f"backend 'emulated' needs vLLM 0.32 (make setup): {exc}") from None
-    # vLLM's CPU tier is its OffloadingConnector, given only to a swapping engine
-    cpu_tier = {"cpu_tier_blocks": spec.host_kv_blocks} if spec.preemption == "swap" else {}
+    # vLLM's CPU tier is its OffloadingConnector (preemption "offload"; vLLM V1 has no swap)
+    cpu_tier = {"cpu_tier_blocks": spec.host_kv_blocks} if spec.preemption == "offload" else {}
     return EmulatedVllmEngine(
         engine_id, policy, directory, preset=spec.preset, starvation=spec.starvation,
         chunked_prefill=spec.batching == "v1", prefix_caching=spec.prefix_caching,

@@ -17,7 +17,14 @@ from collections.abc import Callable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub: configs are local folders
 
 import torch  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.config import (  # noqa: E402
+    CacheConfig,
+    DeviceConfig,
+    KVTransferConfig,
+    ModelConfig,
+    SchedulerConfig,
+    VllmConfig,
+)
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
@@ -57,8 +64,10 @@ def block_hasher():
 def build_cpu_scheduler(*, num_blocks: int, kind: str = "autellix", settings: dict | None = None,
                         max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
                         chunked_prefill: bool = True, prefix_caching: bool = True,
-                        max_model_len: int = 131072, sync: bool = True, log_stats: bool = False) -> Scheduler:
-    """vLLM's real V1 scheduler and KV cache manager on the CPU, KV sized by hand."""
+                        max_model_len: int = 131072, sync: bool = True, log_stats: bool = False,
+                        kv_transfer_config: dict | None = None) -> Scheduler:
+    """vLLM's real V1 scheduler and KV cache manager on the CPU, KV sized by hand; with
+    `kv_transfer_config`, vLLM builds that KV connector's scheduler side (e.g. the CPU offload tier)."""
     cls, queue_policy = scheduler_class(kind, sync)
     mc = ModelConfig(model=_tiny_model_dir(max_model_len), skip_tokenizer_init=True, dtype="float32",
                      max_model_len=max_model_len, seed=0)
@@ -71,6 +80,7 @@ def build_cpu_scheduler(*, num_blocks: int, kind: str = "autellix", settings: di
     cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
     vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc,
                     device_config=DeviceConfig(device="cpu"),
+                    kv_transfer_config=KVTransferConfig(**kv_transfer_config) if kv_transfer_config else None,
                     additional_config={CONFIG_KEY: dict(settings or {})})
     kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
         KVCacheGroupSpec(["layer0"], FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1,

@@ -7,6 +7,11 @@ equal token ids), and a call's output tokens are exactly the tokens of its segme
 
 This module does not import vLLM itself; it reaches it through `shared.engine.vllm_cpu`
 (imported when an engine is built, so importing this module never needs vLLM).
+
+With `cpu_tier_blocks`, preempted and evicted KV has a CPU tier: vLLM's own OffloadingConnector
+(its scheduler half, real) with its worker half modeled by the cost model's PCIe transfers
+(`shared.engine.vllm_offload`): a call whose blocks are in host memory waits for their load
+instead of recomputing them.
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ class EmulatedVllmEngine:
                  starvation: StarvationConfig | None = None, baseline: str | None = None,
                  chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
-                 max_model_len: int = 131072, kv_retention: RetentionConfig | None = None) -> None:
+                 max_model_len: int = 131072, kv_retention: RetentionConfig | None = None,
+                 cpu_tier_blocks: int | None = None) -> None:
         from shared.engine import vllm_cpu as va  # vLLM's scheduler on the CPU (imports vLLM)
 
         self._va = va
@@ -98,11 +104,18 @@ class EmulatedVllmEngine:
         settings = SchedulerSettings(policy=policy, starvation=starvation or StarvationConfig())
         self.num_kv_blocks = num_kv_blocks or self.cost.num_kv_blocks
         self.max_model_len = max_model_len
+        offload = None
+        if cpu_tier_blocks is not None:
+            from shared.engine import vllm_offload as offload  # imports vLLM
+
         self.sched = va.build_cpu_scheduler(
             num_blocks=self.num_kv_blocks + 1,  # + vLLM's null block
             kind=self.kind, settings=settings.to_config(), max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
-            prefix_caching=prefix_caching, max_model_len=max_model_len, sync=True)
+            prefix_caching=prefix_caching, max_model_len=max_model_len, sync=True,
+            kv_transfer_config=offload.offload_transfer_config(cpu_tier_blocks) if offload else None)
+        self._offload = offload.ModeledOffloadWorker(self.cost) if offload else None
+        self.cpu_tier_blocks = offload.tier_capacity_blocks(self.sched) if offload else 0
         self.sched.attach_directory(directory)
         self.block_size = self._va.BLOCK_SIZE
         self.num_blocks = self.num_kv_blocks
@@ -169,12 +182,15 @@ class EmulatedVllmEngine:
         sched.set_clock(now_s)
         so = sched.schedule()
         num_tokens, decode_ctx, chunks = self._va.scheduled_work(sched, so)
+        wait_s = self._offload.start_step(so.kv_connector_metadata, now_s) if self._offload else 0.0
         if num_tokens == 0:
-            raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with "
-                               f"{len(sched.requests)} calls queued (KV or token budget too small?)")
-        duration_s = self.cost.step_s(num_tokens, decode_ctx, tuple(chunks))
+            duration_s = self._idle_until_transfer_s(now_s)
+        else:
+            duration_s = wait_s + self.cost.step_s(num_tokens, decode_ctx, tuple(chunks))
         sched.set_clock(now_s, duration_s)
         mro = self._va.fake_runner_output(sched, so, self._next_token)
+        if self._offload is not None:
+            mro.kv_connector_output = self._offload.end_step(now_s + duration_s)
         sched.update_from_output(so, mro)
         emitted = {rid: len(t) for rid, t in zip(mro.req_ids, mro.sampled_token_ids, strict=False) if t}
         finished = []
@@ -195,6 +211,15 @@ class EmulatedVllmEngine:
                           num_running=len(so.num_scheduled_tokens), num_waiting=waiting,
                           kv_used_blocks=used, kv_total_blocks=total, tokens_emitted=emitted,
                           finished=finished, preempted=preempted, promoted_programs=promoted)
+
+    def _idle_until_transfer_s(self, now_s: float) -> float:
+        """A step with nothing to compute: every queued call waits for a CPU-tier load (the step
+        lasts until the next transfer completes), or the queue is stuck."""
+        next_s = self._offload.next_done_s() if self._offload is not None else None
+        if next_s is None:
+            raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with "
+                               f"{len(self.sched.requests)} calls queued (KV or token budget too small?)")
+        return max(next_s - now_s, 0.0)
 
     def _completion(self, call) -> CallCompletion:
         self._stats["recomputed_tokens"] += call.recomputed_tokens
@@ -236,9 +261,10 @@ class EmulatedVllmEngine:
     # --- KV retention and work stealing (the hooks loadgen/sim/kv_simulation uses) ----------------
     @property
     def stats(self) -> dict[str, int]:
+        out = self._stats if self._offload is None else {**self._stats, **self._offload.stats}
         if self.sched.retention is None:
-            return self._stats
-        return {**self._stats, **self.sched.retention_stats}
+            return out
+        return {**out, **self.sched.retention_stats}
 
     @property
     def retention(self):

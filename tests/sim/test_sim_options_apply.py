@@ -134,7 +134,7 @@ SWEEP_ONLY_ARGV = {"sweep": ["--sweep"], "slo": ["--slo", "0.1"], "slo_multiple"
                    "prefix_cache": ["--no-prefix-cache"], "bisect_steps": ["--bisect-steps", "2"],
                    "max_programs": ["--max-programs", "50"], "no_doubling_check": ["--no-doubling-check"],
                    "quick": ["--quick"], "arrivals": ["--arrivals", "burst"], "regimes": ["--regimes"],
-                   "regime_programs": ["--regime-programs", "50"]}
+                   "regime_programs": ["--regime-programs", "50"], "host_kv_blocks": ["--host-kv-blocks", "100"]}
 
 
 @pytest.mark.parametrize("dest", list(SWEEP_ONLY))

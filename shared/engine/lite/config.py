@@ -22,6 +22,9 @@ class BatchingMode(StrEnum):
 class PreemptionMode(StrEnum):
     RECOMPUTE = "recompute"  # vLLM V1: drop the KV (full blocks stay in the prefix cache), recompute later
     SWAP = "swap"  # copy the KV to host memory and back (Autellix: batched swap)
+    # vLLM's OffloadingConnector (CPU backend): recompute-style preemption, but every freed full block
+    # is also held in a host LRU and loaded back (batched, over PCIe) instead of recomputed
+    OFFLOAD = "offload"
 
 
 def _parse(enum_cls: type[StrEnum], value: str, what: str) -> StrEnum:
@@ -43,7 +46,8 @@ class LiteEngineConfig:
     prefix_caching: bool = True
     preemption: PreemptionMode | str = PreemptionMode.RECOMPUTE
     batched_swap: bool = False  # one copy per layer/tensor for all of a call's blocks (Autellix)
-    swap_space_blocks: int | None = None  # host blocks for swapped KV (None: unbounded); full -> recompute
+    swap_space_blocks: int | None = None  # host blocks for swapped or offloaded KV (None: unbounded);
+    # swap: a preempted call that does not fit recomputes; offload: the host LRU evicts its oldest
     # scheduling knobs (ProgramScheduleState's, with the same defaults as the vLLM scheduler class):
     # proactive preemption at most every this many steps (anti-thrash quantum); program ledgers
     # re-read at most this often (virtual s; programs whose calls finished here at the next step)
@@ -74,5 +78,11 @@ class LiteEngineConfig:
             raise ValueError("refresh and starvation check intervals must be >= 0")
         if self.kv_retention is not None and not self.prefix_caching:
             raise ValueError("kv_retention needs prefix_caching (retained blocks are found by their hash)")
+        if self.swap_space_blocks is not None and self.swap_space_blocks < 0:
+            raise ValueError(f"swap_space_blocks must be >= 0, got {self.swap_space_blocks}")
+        if self.preemption is PreemptionMode.OFFLOAD and self.swap_space_blocks == 0:
+            raise ValueError("preemption 'offload' needs swap_space_blocks >= 1 (or None: unbounded)")
+        if self.preemption is PreemptionMode.OFFLOAD and not self.prefix_caching:
+            raise ValueError("preemption 'offload' needs prefix_caching (host blocks are found by their hash)")
         if not 0 <= self.v0_watermark < 1:
             raise ValueError(f"v0_watermark must be in [0, 1), got {self.v0_watermark}")

@@ -22,6 +22,7 @@ from shared.engine.lite.batch import BatchMixin
 from shared.engine.lite.blocks import BlockPool
 from shared.engine.lite.config import BatchingMode, LiteEngineConfig, PreemptionMode
 from shared.engine.lite.hashing import ChainMemo, HashChain
+from shared.engine.lite.host_tier import HostTier
 from shared.engine.lite.priorities import PriorityMixin
 from shared.engine.lite.retention import RetentionMixin
 from shared.engine.lite.sequence import DECODING, FINISHED, PREFILL, SWAPPED, WAITING, Seq
@@ -61,11 +62,12 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
         self._live_work = 0  # prompt + output tokens of live calls
         self._swap_used = 0
         self._step_swap_s = 0.0
+        self._host = HostTier(cfg.swap_space_blocks) if cfg.preemption is PreemptionMode.OFFLOAD else None
         self._kv_preempted = False
         self._blocked: tuple[Seq, int] | None = None  # (head, free blocks) when it last failed to fit
         self._preemptive = policy.preemptive
         self.stats = {"preemptions": 0, "swaps": 0, "recomputed_tokens": 0, "prefix_hit_tokens": 0,
-                      "prompt_tokens": 0, "steps": 0, "promotions": 0}
+                      "prompt_tokens": 0, "steps": 0, "promotions": 0, "host_loads": 0, "host_loaded_tokens": 0}
         self._lin_floor_sq = self.cost.linear_floor_sq
         self._lin_c = self.cost.linear_s_per_token
         self._ar_floor = self.cost.allreduce_floor_s
@@ -203,29 +205,33 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
                 return
             self._blocked = None
 
-    def _admission_need(self, seq: Seq, budget: int, whole: bool) -> tuple[int, int, int, int]:
-        """(blocks to take from the free pool, tokens to compute, prefix-hit blocks, hashes length)."""
+    def _admission_need(self, seq: Seq, budget: int, whole: bool) -> tuple[int, int, int, int, int]:
+        """(blocks to take from the free pool, tokens to compute, prefix-hit blocks, host-tier blocks
+        to load after them, hashes length)."""
         bs = self.block_size
         if seq.status == SWAPPED:
             n = seq.context_tokens - seq.computed
             n = n if whole else min(n, budget)
-            return -(-(seq.computed + n) // bs), n, 0, 0
+            return -(-(seq.computed + n) // bs), n, 0, 0, 0
         ctx = seq.context_tokens
         max_hit = (ctx - 1) // bs  # the last token is always computed (it yields the next one)
-        hits = idle = 0
+        hits = idle = host = 0
         if self.pool.caching and max_hit:
-            hits, idle = self.pool.count_hits(seq.ensure_hashes(max_hit), max_hit)
-        remaining = ctx - hits * bs
+            hashes = seq.ensure_hashes(max_hit)
+            hits, idle = self.pool.count_hits(hashes, max_hit)
+            if self._host is not None and hits < max_hit:
+                host = self._host.prefix_hits(hashes, hits, max_hit)
+        remaining = ctx - (hits + host) * bs
         n = remaining if whole else min(remaining, budget)
         if whole and budget < n and budget < self.config.token_budget:
-            return -1, n, hits, 0  # a whole prefill over the budget waits for a step of its own
-        new_blocks = -(-(hits * bs + n) // bs) - hits
-        return new_blocks + idle, n, hits, max_hit
+            return -1, n, hits, host, 0  # a whole prefill over the budget waits for a step of its own
+        new_blocks = -(-((hits + host) * bs + n) // bs) - hits
+        return new_blocks + idle, n, hits, host, max_hit
 
     def _admit(self, seq: Seq, budget: int, chunks: dict[Seq, int], whole: bool,
                watermark: int) -> bool | str:
         """Admit the head of the queue: True, or why not ("budget", "kv")."""
-        need, n, hits, _ = self._admission_need(seq, budget, whole)
+        need, n, hits, host, _ = self._admission_need(seq, budget, whole)
         if need < 0:
             return "budget"
         if need > self.pool.num_free - watermark:
@@ -234,7 +240,7 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
             while self.retention is not None and need > self.pool.num_free - watermark:
                 if not self._reclaim(need - (self.pool.num_free - watermark)):
                     break
-                need, n, hits, _ = self._admission_need(seq, budget, whole)
+                need, n, hits, host, _ = self._admission_need(seq, budget, whole)
                 if need < 0:
                     return "budget"
             if need > self.pool.num_free - watermark:
@@ -248,8 +254,13 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
         else:
             if hits:
                 self.pool.take_hits(seq.held, seq.chain.hashes, hits)
-            self.pool.allocate(seq.held, -(-(hits * bs + n) // bs) - hits)
-            hit_tokens = hits * bs
+            self.pool.allocate(seq.held, -(-((hits + host) * bs + n) // bs) - hits)
+            if host:  # the host tier's blocks come back over PCIe (one batched copy per call)
+                self._host.touch(seq.chain.hashes[hits:hits + host])
+                self._step_swap_s += self.cost.swap_s(host, True, bs)
+                self.stats["host_loads"] += 1
+                self.stats["host_loaded_tokens"] += host * bs
+            hit_tokens = (hits + host) * bs
             seq.computed = hit_tokens
             seq.reg_upto = hits
             # as vLLM's allocate_slots: the full blocks this chunk computes are cached at once, so a
@@ -403,6 +414,8 @@ class LiteEngine(PriorityMixin, RetentionMixin, BatchMixin):
     def _retire_blocks(self, seq: Seq) -> None:
         """Free all of a call's blocks; its full computed blocks stay cached (LRU-evictable)."""
         full = min(seq.computed // self.block_size, len(seq.held))
+        if self._host is not None and full:
+            self._host.store(seq.ensure_hashes(full)[:full])
         if self.pool.caching and full > seq.reg_upto:
             self.pool.retire(seq.held, seq.ensure_hashes(full), seq.reg_upto, full)
         else:
