@@ -11,10 +11,11 @@ from pydantic import Field, field_validator, model_validator
 from services.engine_agent.host_id import host_engine_id
 from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
+from shared.engine.registry import SIMULATED_BACKENDS
 from shared.settings import MeshSettings
 
-BACKENDS = ("lite", "emulated", "vllm", "upstream")
 REAL_BACKENDS = ("vllm", "upstream")
+BACKENDS = (*SIMULATED_BACKENDS, *REAL_BACKENDS)
 # settings of the modeled engines (lite, emulated) that a real vLLM engine has no use for
 _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num_blocks", "stream_interval_s",
                              "time_scale", "engine_kv_policy", "engine_kv_ttl_cap_s"})

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.session_api.errors import ApiError, unavailable
+from shared.engine.registry import SIMULATED_BACKENDS
 from shared.protocol import messages as m
-
-SIMULATED_BACKENDS = ("lite", "emulated")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from shared.engine.registry import SIMULATED_BACKENDS
+
 
 class HealthProbe(StrEnum):
     NATS = "nats"  # answers HealthCheck on subjects.health(<bus service>)
@@ -102,7 +104,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP, replicas_option="api_workers"),
 )
 
-BACKENDS = ("lite", "emulated", "vllm", "upstream")
+BACKENDS = (*SIMULATED_BACKENDS, "vllm", "upstream")
 
 
 def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
