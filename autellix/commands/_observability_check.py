@@ -52,12 +52,13 @@ class SeenPrograms:
             self.first_seen_s[program_id] = now
 
 
-def _nonzero_series(text: str) -> set[str]:
-    """Sample names with a non-zero value (a histogram's _bucket/_sum/_count as Prometheus stores them)."""
+def _series_with_data(text: str) -> set[str]:
+    """Sample names a panel would draw: any gauge sample (0 is a reading), counters and histograms
+    only once non-zero (the panels take their rates; a histogram as _bucket/_sum/_count)."""
     out = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.value:
+            if sample.value or family.type == "gauge":
                 out.add(sample.name)
     return out
 
@@ -69,7 +70,7 @@ async def scrape_forever(targets: list[dict], seen: set[str], rounds: list[int],
             for target in targets:
                 try:
                     resp = await http.get(f"http://{target['targets'][0]}/metrics")
-                    seen |= _nonzero_series(resp.text)
+                    seen |= _series_with_data(resp.text)
                 except httpx.HTTPError:
                     pass
             rounds[0] += 1

@@ -6,7 +6,7 @@ import asyncio
 import json
 from types import SimpleNamespace
 
-from autellix.commands._observability_check import DASHBOARD, SeenPrograms, _nonzero_series, panel_report
+from autellix.commands._observability_check import DASHBOARD, SeenPrograms, _series_with_data, panel_report
 from loadgen.bench.promql_names import dashboard_exprs, metric_names
 from shared.protocol import messages as m
 
@@ -19,9 +19,9 @@ def test_a_panel_has_data_when_a_series_it_reads_had_a_nonzero_sample():
     assert panel_report(set())["with_data"] == 0
 
 
-def test_zero_samples_are_no_data():
-    text = "# TYPE a counter\na_total 0\n# TYPE b gauge\nb 2\n"
-    assert _nonzero_series(text) == {"b"}
+def test_a_counter_at_zero_is_no_data_and_a_gauge_at_zero_is_a_reading():
+    text = "# TYPE a counter\na_total 0\n# TYPE b gauge\nb 0\n# TYPE c counter\nc_total 3\n"
+    assert _series_with_data(text) == {"b", "c_total"}
 
 
 def test_the_watcher_notes_a_program_when_top_first_shows_it():
