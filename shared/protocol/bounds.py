@@ -32,6 +32,13 @@ NON_EMPTY_ID_NAMES = ("program_id", "session_id", "call_id")  # always given: a 
 _NOT_IN_A_TOKEN = re.compile(r"[.*>\s]")
 
 
+def token(value: str) -> str:
+    """An id as one subject token; raises ValueError for ids NATS cannot carry in a subject."""
+    if not value or _NOT_IN_A_TOKEN.search(value):
+        raise ValueError(f"{value!r} cannot be used in a NATS subject (empty, or has '.', '*', '>' or space)")
+    return value
+
+
 class Bound(NamedTuple):
     lo: float
     hi: float

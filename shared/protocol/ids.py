@@ -3,7 +3,7 @@
 Call, program (session), thread, tenant and engine ids end up as PostgreSQL `text` primary-key
 entries: each is a non-empty string of at most `MAX_ID_CHARS` characters without NUL (`text`
 cannot hold it). A program id also names a subject of its update event, so it must be one NATS
-subject token as well (`subjects.token`).
+subject token as well (`bounds.token`).
 
 The API checks what a client sends against these same rules (a 400 naming the rule), so a call
 it accepts is never one whose completion the table has to reject.
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.protocol import subjects
-from shared.protocol.bounds import MAX_ID_CHARS  # primary-key entries and subject tokens: kept short
+from shared.protocol.bounds import MAX_ID_CHARS, token  # primary-key entries and subject tokens: kept short
 
 DEFAULT_TENANT_ID = "default"  # the owner of a program whose client named no tenant
 
@@ -48,4 +47,4 @@ def checked_id(value: object, what: str) -> str:
 
 def checked_program_id(value: object) -> str:
     """An id that also names a subject (the program's update event)."""
-    return subjects.token(checked_id(value, "program_id"))
+    return token(checked_id(value, "program_id"))

@@ -21,9 +21,8 @@ Ids used as subject tokens must not contain '.', '*', '>' or whitespace; `token(
 
 from __future__ import annotations
 
-import re
-
 from shared.protocol import messages as m
+from shared.protocol.bounds import token  # noqa: F401  (subjects.token: one rule, in bounds.py)
 
 PREFIX = "autellix"
 
@@ -39,14 +38,6 @@ PROCESS_TABLE_COMPLETIONS_DURABLE = "process_table_completions"
 PROCESS_TABLE_PROMOTIONS_DURABLE = "process_table_promotions"
 CONTROLLER_COMPLETIONS_DURABLE = "controller_completions"
 
-_BAD_TOKEN = re.compile(r"[.*>\s]")
-
-
-def token(value: str) -> str:
-    """An id as one subject token; raises ValueError for ids NATS cannot carry in a subject."""
-    if not value or _BAD_TOKEN.search(value):
-        raise ValueError(f"{value!r} cannot be used in a NATS subject (empty, or has '.', '*', '>' or space)")
-    return value
 
 
 # --- commands ---------------------------------------------------------------------------------

@@ -204,12 +204,16 @@ async def test_completion_the_database_refuses_is_isolated_and_rejected(start_pr
 
 
 async def test_out_of_range_numbers_are_rejected_before_the_database(process_table, bus) -> None:
+    """The codec's bounds refuse them as they are decoded, each with an error event naming the field."""
     pid = new_id("p")
+    errors: list[m.ErrorRaised] = []
+    await bus.subscribe(subjects.errors("process_table"), lambda inc: _append(errors, inc.body))
     await bus.publish_event(completion(pid, new_id("c"), prompt_tokens=2**40))
     await bus.publish_event(completion(pid, "x" * 300))
     await bus.publish_event(completion(pid, new_id("c"), 0.5, 0.0))
     await eventually(lambda: _lookup_has(bus, pid, lambda i: i.num_completed_calls == 1))
-    assert process_table.num_rejected_completions == 2
+    await eventually(lambda: _has(errors, 2))
+    assert "prompt_tokens" in errors[0].description and "call_id" in errors[1].description
 
 
 async def test_completions_the_codec_refuses_are_rejected_with_its_reason(process_table, bus) -> None:

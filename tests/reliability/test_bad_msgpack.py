@@ -43,6 +43,11 @@ def _concrete_subjects() -> dict[str, list[str]]:
         "all_engine_queues": [subjects.engine_queue("e9")],
         "program_service": [subjects.program_service(program)],
         "all_program_services": [subjects.program_service(f"{program}x")],
+        "tenant_shares": [subjects.tenant_shares()],  # engines take the controller's classes
+        "limits_admit": [subjects.limits_admit()],  # the process table owns the tenant limits
+        "limits_usage": [subjects.limits_usage()],
+        "all_limits": [subjects.limits_admit()],
+        "api_peer_notes": [subjects.api_peer_notes()],  # API workers keep each other's caches
         "errors": [subjects.errors("fuzz")],
         "all_errors": [subjects.errors("fuzz2")],
         # JetStream (durable consumers of the process table and the controller)
