@@ -43,6 +43,14 @@ class EngineTenantShare:
         self.classes = {}
         return {}
 
+    def take(self, shares: m.TenantShares, log) -> dict[str, int] | None:
+        """`on_shares`, with a refusal logged (the agents' handler)."""
+        try:
+            return self.on_shares(shares)
+        except ValueError as exc:
+            log.warning("tenant_shares_refused", reason=str(exc))
+            return None
+
     def on_shares(self, shares: m.TenantShares, now_s: float | None = None) -> dict[str, int] | None:
         """The new classes when they changed, else None; raises ValueError for a malformed message."""
         now_s = time.monotonic() if now_s is None else now_s

@@ -298,11 +298,7 @@ class VllmEngineAgent:
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
 
     async def on_tenant_shares(self, msg: Incoming) -> None:
-        try:
-            classes = self.tenant_share.on_shares(msg.body)
-        except ValueError as exc:
-            self.log.warning("tenant_shares_refused", reason=str(exc))
-            return
+        classes = self.tenant_share.take(msg.body, self.log)
         if classes is not None and self.backend == "vllm":  # an upstream reads the classes at submit
             self._queue_ops(("tenants", classes))
 
