@@ -149,9 +149,14 @@ class CallStream:
     async def _chunks(self):
         check_s = min(self._gateway.settings.engine_ttl_s / 2, 1.0)
         relay = self.options.relay
+        # a relayed answer's pieces that queued up while the client's last write went out leave as
+        # one write: under load the relay batches by itself, and a piece never waits for another
+        ready: list[bytes] = []
         while self._state.phase is Phase.STREAMING:
             left_s = self.deadline_s - time.monotonic()
             if left_s <= 0:
+                if ready:
+                    yield b"".join(ready)
                 raise _deadline_exceeded(self.call_id, self._gateway.settings.call_deadline_s)
             chunk: m.TokenChunk | None = None
             try:
@@ -170,7 +175,10 @@ class CallStream:
             for action in actions:
                 kind = type(action)
                 if kind is Yield:
-                    yield (bytes(self._held) if relay else self._held) if action.held else payload
+                    if not relay:
+                        yield self._held if action.held else payload
+                    else:
+                        ready.append(bytes(self._held) if action.held else payload)
                 elif kind is Accept:
                     self._accept(chunk)
                 elif kind is Hold:
@@ -180,7 +188,12 @@ class CallStream:
                 elif kind is Redispatch:
                     await self._redispatch(action.cancel_lost)
                 elif kind is Fail:
+                    if ready:  # what the client was sent before the failure goes first
+                        yield b"".join(ready)
                     raise _api_error(action.error)
+            if ready and (self._queue.empty() or self._state.phase is not Phase.STREAMING):
+                yield ready[0] if len(ready) == 1 else b"".join(ready)
+                ready = []
 
     def _silence(self, now_s: float):
         """Nothing arrived for a while: what the engine's heartbeats and the bus say about it."""

@@ -36,6 +36,9 @@ class SessionApiSettings(MeshSettings):
     shared_limits: bool = True
     # the limit owner (the process table) answers within this, or the worker limits its calls alone
     limit_owner_timeout_s: float = Field(default=0.5, gt=0, le=10)
+    # admissions a worker holds granted ahead per tenant far from its limits (limit_grants.py), so
+    # a call skips the round trip to the owner; 0: every call asks
+    limit_grants_ahead: int = Field(default=8, ge=0, le=256)
     # HTTP limits (request_guard.py, http_protocol.py). The body cap stays under the NATS payload
     # limit (8 MiB, shared/runtime/nats_server.py): a real model's request travels whole inside
     # its RouteCall, so a bigger body could be read but never placed

@@ -7,6 +7,12 @@ workers. Admissions made in one turn of the event loop travel as one request, re
 message, so under load a round trip serves many calls. Every second the worker also sends its
 own count, which corrects the owner after a lost release or its restart.
 
+While a tenant is far from its limits the worker holds up to LIMIT_GRANTS_AHEAD admissions granted
+ahead (`limit_grants.py`): a call that finds one starts without the round trip, which otherwise
+sits on every call's path before it is placed, and the worker asks for more in the background.
+Grants are admissions the owner counted, so limits stay exact; unused ones are given back after
+GRANT_IDLE_S.
+
 The owner not answering within LIMIT_OWNER_TIMEOUT_S (NATS down, no process table) does not stop
 calls: this worker then applies the same limits to its own calls alone (a tenant may then get up
 to N times them over N workers), asks again after OWNER_RETRY_S, and says so in the log. Calls per session
@@ -20,6 +26,7 @@ import contextlib
 import time
 from collections import defaultdict
 
+from services.session_api.limit_grants import grants_wanted
 from services.session_api.limits import CallLimiter, too_many
 from shared.bus.bus import Bus
 from shared.core.tenant_limits import ADMITTED, RATE_LIMITED, Limits, TokenBucket, Verdict, decide
@@ -32,6 +39,7 @@ from shared.protocol.errors import ProtocolError
 SNAPSHOT_S = 1.0  # the owner forgets a worker silent for 5 s
 OWNER_RETRY_S = 1.0  # after the owner failed to answer, calls are decided here this long before asking again
 MAX_BATCH = 4096  # the owner's cap on one request
+GRANT_IDLE_S = 1.0  # grants of a tenant that used none for this long go back to the owner
 
 log = get_logger()
 
@@ -65,6 +73,12 @@ class SharedCallLimiter:
         self._owner_lost_s = 0.0
         self._tasks: set[asyncio.Task] = set()
         self._snapshots: asyncio.Task | None = None
+        self.grants_ahead = settings.limit_grants_ahead
+        # admissions granted ahead, not yet taken by a call (also counted in _by_tenant: in flight)
+        self._grants: dict[str, int] = {}
+        self._grant_used_s: dict[str, float] = {}
+        self._grants_asked: dict[str, int] = {}  # tenant -> grants asked for, not answered yet
+        self._owner_in_flight: LRU[str, int] = LRU(65_536)  # as the owner last counted the tenant
 
     async def start(self) -> SharedCallLimiter:
         self._snapshots = asyncio.create_task(self._send_snapshots())
@@ -86,6 +100,11 @@ class SharedCallLimiter:
                 raise too_many(f"session {shown_as or session_id!r} has {self._by_session[session_id]} calls in "
                                f"flight, the limit is {self.per_session}", "too_many_concurrent_calls_in_session")
             self._by_session[session_id] += 1  # held while the owner decides
+        if self._grants.get(tenant):  # admitted already: no round trip
+            self._drop_grant(tenant)
+            self._grant_used_s[tenant] = self.clock()
+            self._want_grants(tenant)
+            return
         try:
             verdict = await self._ask(tenant)
         except BaseException:
@@ -94,6 +113,7 @@ class SharedCallLimiter:
         if verdict.refused != ADMITTED:
             self._drop(self._by_session, session_id)
             raise refusal(verdict, self.limits)
+        self._want_grants(tenant)
 
     def release(self, tenant: str, session_id: str | None) -> None:
         if tenant not in self._by_tenant:
@@ -106,11 +126,15 @@ class SharedCallLimiter:
             asyncio.get_running_loop().call_soon(self._flush_released)
 
     # --- to the owner ---------------------------------------------------------------------------
-    async def _ask(self, tenant: str) -> Verdict:
+    def _enqueue(self, tenant: str) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
         if not self._batch:
             asyncio.get_running_loop().call_soon(self._flush_batch)
         self._batch.append((tenant, future))
+        return future
+
+    async def _ask(self, tenant: str) -> Verdict:
+        future = self._enqueue(tenant)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -144,6 +168,8 @@ class SharedCallLimiter:
                 raise ProtocolError(f"the limit owner answered {type(reply).__name__} for {len(batch)} calls")
             in_flight = reply.in_flight if len(reply.in_flight) == len(batch) else [0] * len(batch)
             verdicts = [Verdict(r, s, n) for r, s, n in zip(reply.refused, reply.retry_after_s, in_flight, strict=True)]
+            for tenant, verdict in zip(tenants, verdicts, strict=True):
+                self._owner_in_flight.put(tenant, verdict.in_flight + (verdict.refused == ADMITTED))
             self._owner_back()
         except Exception as exc:  # timeout, no responders, a closed connection, a bad reply
             self._owner_lost(exc)
@@ -166,6 +192,48 @@ class SharedCallLimiter:
             self._local_buckets.put(tenant, bucket)
         return decide(self._by_tenant.get(tenant, 0), bucket, self.limits, self.clock())
 
+    # --- grants ahead --------------------------------------------------------------------------
+    def _want_grants(self, tenant: str) -> None:
+        if self.owner_away or tenant in self._grants_asked:
+            return
+        wanted = grants_wanted(self.limits, self._grants.get(tenant, 0), self._owner_in_flight.get(tenant) or 0,
+                               self.grants_ahead)
+        if wanted <= 0:
+            return
+        self._grants_asked[tenant] = wanted
+        for _ in range(wanted):  # joins this turn's batch: no request of its own under load
+            self._enqueue(tenant).add_done_callback(lambda future, t=tenant: self._on_grant(t, future))
+
+    def _on_grant(self, tenant: str, future: asyncio.Future) -> None:
+        left = self._grants_asked.get(tenant, 1) - 1
+        if left > 0:
+            self._grants_asked[tenant] = left
+        else:
+            self._grants_asked.pop(tenant, None)
+        if future.cancelled() or future.result().refused != ADMITTED:
+            return  # refused grants cost nothing: the next call asks itself
+        self._grants[tenant] = self._grants.get(tenant, 0) + 1  # _decide counted it in _by_tenant
+        self._grant_used_s.setdefault(tenant, self.clock())
+
+    def _drop_grant(self, tenant: str) -> None:
+        left = self._grants.get(tenant, 0) - 1
+        if left > 0:
+            self._grants[tenant] = left
+        else:
+            self._grants.pop(tenant, None)
+
+    def _return_idle_grants(self) -> None:
+        """Grants of tenants that took none for GRANT_IDLE_S go back, as released calls."""
+        now = self.clock()
+        idle = [t for t in self._grants if now - self._grant_used_s.get(t, 0.0) >= GRANT_IDLE_S]
+        for tenant in idle:
+            count = self._grants.pop(tenant)
+            self._grant_used_s.pop(tenant, None)
+            self._by_tenant[tenant] -= count
+            if self._by_tenant[tenant] <= 0:
+                del self._by_tenant[tenant]
+            self._released[tenant] += count
+
     def _flush_released(self) -> None:
         self._release_scheduled = False
         if self._released:
@@ -175,6 +243,7 @@ class SharedCallLimiter:
     async def _send_snapshots(self) -> None:
         while True:
             await asyncio.sleep(SNAPSHOT_S)
+            self._return_idle_grants()
             released, self._released = dict(self._released), defaultdict(int)
             await self._publish(m.LimitUsage(worker_id=self.worker_id, released=released,
                                              in_flight=dict(self._by_tenant), awaiting=sorted(self._awaiting)))

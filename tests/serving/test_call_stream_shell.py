@@ -160,3 +160,42 @@ async def test_a_final_call_closes_its_session_once_on_close():
     await stream.close()
     await stream.close()
     assert closed == [1]
+
+
+def _send_piece(mesh: FakeMesh, index: int, body: bytes, done=False, **fields) -> None:
+    mesh.queues[mesh.routes[-1].reply_subject].put_nowait(
+        m.TokenChunk(call_id="c1", index=index, body=body, done=done, **fields))
+
+
+async def test_relayed_pieces_that_queued_up_leave_as_one_piece_and_one_that_did_not_leaves_alone():
+    mesh = FakeMesh()
+    stream = CallStream(mesh, "c1", StreamOptions(relay=True))
+    await stream.place(_route())
+    _send_piece(mesh, 0, b"a", http_status=200, content_type="text/event-stream")
+    _send_piece(mesh, 1, b"b")
+    pieces = stream.__aiter__()
+    assert await anext(pieces) == b"ab" and stream.http_status == 200  # both waited: one write
+    task = asyncio.ensure_future(anext(pieces))
+    await asyncio.sleep(0.01)
+    assert not task.done()  # a piece is never held back for another: the next one comes alone
+    _send_piece(mesh, 2, b"c")
+    assert await task == b"c"
+    _send_piece(mesh, 3, b"d")
+    _send_piece(mesh, 4, b"", done=True)
+    assert [p async for p in pieces] == [b"d"] and stream.done
+    await stream.close()
+
+
+async def test_relayed_pieces_queued_before_an_engine_error_reach_the_client_first():
+    mesh = FakeMesh()
+    stream = CallStream(mesh, "c1", StreamOptions(relay=True))
+    await stream.place(_route())
+    _send_piece(mesh, 0, b"a", http_status=200, content_type="text/event-stream")
+    _send_piece(mesh, 1, b"b")
+    _send_piece(mesh, 2, b"", done=True, error_code="unavailable", error_description="upstream gone")
+    got = []
+    with pytest.raises(ApiError) as err:
+        async for piece in stream:
+            got.append(piece)
+    assert got == [b"ab"] and err.value.status == 503
+    await stream.close()
