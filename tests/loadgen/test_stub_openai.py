@@ -11,10 +11,10 @@ from loadgen.bench import servers
 from loadgen.live.lean_http import LeanHttpPool
 
 
-def _stub(tmp_path):
+def _stub(tmp_path, *extra: str):
     port = servers.free_port()
     proc = servers.start_module("loadgen.live.stub_openai", "--port", str(port), "--model", "tiny",
-                                "--root", str(tmp_path))
+                                "--root", str(tmp_path), *extra)
     servers.wait_port(port, proc)
     return proc, f"http://127.0.0.1:{port}"
 
@@ -38,6 +38,22 @@ async def test_stub_answers_as_an_openai_server(tmp_path):
             assert events[-1]["usage"]["completion_tokens"] == 3 and data.endswith(b"data: [DONE]\n\n")
             bad = pool.request_bytes("/nowhere", {}, {})
             assert (await pool.send(bad))[0] == 404
+    finally:
+        servers.stop(proc)
+
+
+async def test_a_paced_stream_sends_the_same_events_a_gap_apart(tmp_path):
+    proc, url = _stub(tmp_path, "--token-gap-ms", "20")
+    try:
+        async with LeanHttpPool(url, 1) as pool:
+            body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                    "stream": True}
+            t0 = time.perf_counter()
+            status, data, first = await pool.send_timed(pool.request_bytes("/v1/chat/completions", body, {}))
+            end = time.perf_counter()
+            events = [json.loads(e[6:]) for e in data.decode().split("\n\n") if e.startswith("data: {")]
+            assert status == 200 and len(events) == 4 and data.endswith(b"data: [DONE]\n\n")
+            assert first - t0 < 0.5 * (end - t0) and end - t0 >= 0.06  # the role at once, then 4 gaps
     finally:
         servers.stop(proc)
 
