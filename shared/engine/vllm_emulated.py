@@ -184,7 +184,7 @@ class EmulatedVllmEngine:
         num_tokens, decode_ctx, chunks = self._va.scheduled_work(sched, so)
         wait_s = self._offload.start_step(so.kv_connector_metadata, now_s) if self._offload else 0.0
         if num_tokens == 0:
-            duration_s = self._idle_until_transfer_s(now_s)
+            duration_s = self._idle_until_transfer_s(now_s, bool(so.preempted_req_ids))
         else:
             duration_s = wait_s + self.cost.step_s(num_tokens, decode_ctx, tuple(chunks))
         sched.set_clock(now_s, duration_s)
@@ -212,10 +212,14 @@ class EmulatedVllmEngine:
                           kv_used_blocks=used, kv_total_blocks=total, tokens_emitted=emitted,
                           finished=finished, preempted=preempted, promoted_programs=promoted)
 
-    def _idle_until_transfer_s(self, now_s: float) -> float:
+    def _idle_until_transfer_s(self, now_s: float, preempted: bool) -> float:
         """A step with nothing to compute: every queued call waits for a CPU-tier load (the step
-        lasts until the next transfer completes), or the queue is stuck."""
+        lasts until the next transfer completes); or vLLM preempted a runner that could not grow
+        and stopped there (its running loop breaks when the victim is the call it was placing),
+        so the next step runs the rest (no time passes); else the queue is stuck."""
         next_s = self._offload.next_done_s() if self._offload is not None else None
+        if next_s is None and preempted:
+            return 0.0
         if next_s is None:
             raise RuntimeError(f"engine {self.engine_id}: nothing schedulable with "
                                f"{len(self.sched.requests)} calls queued (KV or token budget too small?)")
