@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from nats.js.api import StorageType, StreamConfig
 
 from loadgen.chaos.stack import CHAOS_ENV
 from loadgen.multihost.nats_cluster import ClusterTuning, client_url, start_node
@@ -28,6 +29,7 @@ from shared.runtime.processes import ManagedProcess, base_env, python_module_arg
 
 API_PORT = 8000
 REPLICAS = 3
+STREAM_MAX_BYTES = 256 << 20  # per stream: far above what a run writes
 # the control host's services, in start order (state first, the front door last)
 CONTROL_SERVICES = ("process_table", "router", "controller")
 
@@ -82,6 +84,8 @@ class MultiHostMesh:
     def _start(self, host: Host, service: str, env: dict[str, str] | None = None) -> ManagedProcess:
         env = base_env({**CHAOS_ENV, "NATS_URL": client_url(self.nats_hosts, self.credentials, service),
                         "JETSTREAM_REPLICAS": str(REPLICAS), "AUTELLIX_ENV": "development",
+                        # three nodes on one disk each reserve every stream's max_bytes: keep it small
+                        "AUDIT_MAX_BYTES": str(STREAM_MAX_BYTES), "COMPLETIONS_MAX_BYTES": str(STREAM_MAX_BYTES),
                         "AUTELLIX_API_KEYS": ",".join(f"{t}:{k}" for t, k in self.tenant_keys.items()),
                         **(env or {})})
         env.pop("ENGINE_ID", None)  # the engine's id comes from its host
@@ -92,15 +96,20 @@ class MultiHostMesh:
         return proc
 
     async def _wait_for_jetstream(self, timeout_s: float) -> None:
-        """Until the cluster has a JetStream meta leader (streams can be made)."""
+        """Until a stream of REPLICAS replicas can be placed: a meta leader alone is not enough (a
+        peer not yet in the meta group answers "insufficient resources" to an R3 stream), so a
+        small probe stream is made and removed."""
         deadline = time.monotonic() + timeout_s
         last = ""
+        probe = StreamConfig(name="MULTIHOST_PROBE", subjects=["multihost.probe"], num_replicas=REPLICAS,
+                             storage=StorageType.MEMORY, max_bytes=1 << 20)
         while time.monotonic() < deadline:
             self.check_alive()
             try:
                 bus = await Bus.connect(self.admin_url, service="multihost", connect_timeout_s=2.0)
                 try:
-                    await bus.js.account_info()
+                    await bus.js.add_stream(probe)
+                    await bus.js.delete_stream(probe.name)
                     return
                 finally:
                     await bus.close()

@@ -12,6 +12,9 @@ import pytest
 
 from loadgen.chaos.run import ChaosPlan, chaos
 from loadgen.chaos.workload import WorkloadSpec
+from shared.bus import Bus
+from shared.protocol import messages as m
+from shared.protocol import subjects
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,6 +59,9 @@ async def test_postgres_restart_process_table_resumes(chaos_stack):
     await _run(chaos_stack, "postgres")
 
 
+CALLS = 12  # half opted out: with about half on the killed engine, some opted-out call is there
+
+
 async def test_client_that_opted_out_of_redispatch_gets_a_retryable_error(chaos_stack):
     """Long calls on both engines, half opted out; SIGKILL one engine: the opted-out calls it held
     fail with 503 engine_lost, every other call completes (re-dispatched if it was there)."""
@@ -71,9 +77,18 @@ async def test_client_that_opted_out_of_redispatch_gets_a_retryable_error(chaos_
         return opt_out, resp.status_code, code
 
     await chaos_stack.wait_ready()
+    bus = await Bus.connect(chaos_stack.nats_url, "test")
+    started: set[str] = set()
+
+    async def on_started(msg) -> None:
+        started.add(msg.body.call_id)
+    await bus.subscribe(subjects.events_of_type(m.CallStarted), on_started, types=(m.CallStarted,))
     async with httpx.AsyncClient(base_url=chaos_stack.api_url, timeout=60) as http:
-        tasks = [asyncio.create_task(call(http, opt_out=i % 2 == 0)) for i in range(8)]
-        await asyncio.sleep(0.3)  # all placed, none finished (64 tokens take about 1 s)
+        tasks = [asyncio.create_task(call(http, opt_out=i % 2 == 0)) for i in range(CALLS)]
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(started) < CALLS and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)  # all running on the two engines, none finished (64 tokens take ~1 s)
+        await bus.close()
         chaos_stack.kill("engine_agent-e0")
         results = await asyncio.gather(*tasks)
         chaos_stack.restart("engine_agent-e0")

@@ -27,6 +27,6 @@ async def test_a_session_per_call_and_sessionless_calls_are_charged_to_the_tenan
     keys = {"honest": ("acme", stack.key("acme")), "session_per_call": ("globex", stack.key("globex")),
             "sessionless": ("globex", stack.key("globex"))}
     out = await measure_charging(stack.base_url, keys, calls=3, max_tokens=4, charges=charges)
-    assert out["session_per_call"]["charged_vs_honest"] < 0.5  # the program's charge resets...
+    assert out["session_per_call"]["charged_vs_honest"] < 0.9  # the program's charge resets...
     for strategy in ("session_per_call", "sessionless"):  # ...the tenant's does not
         assert out[strategy]["tenant_charged_vs_honest"] == pytest.approx(1.0, rel=0.05), out

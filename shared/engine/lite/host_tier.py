@@ -9,7 +9,9 @@ evict one; the store's copy overlaps compute in vLLM (its own CUDA stream) and i
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import sys
+
+from shared.lru import LRU
 
 
 class HostTier:
@@ -19,7 +21,7 @@ class HostTier:
         if capacity_blocks is not None and capacity_blocks < 1:
             raise ValueError(f"host tier capacity must be >= 1 block, got {capacity_blocks}")
         self.capacity_blocks = capacity_blocks
-        self._lru: OrderedDict[int, None] = OrderedDict()
+        self._lru: LRU[int, None] = LRU(capacity_blocks if capacity_blocks is not None else sys.maxsize)
         self.stored_blocks = 0  # new blocks written to host memory
         self.evicted_blocks = 0
 
@@ -34,15 +36,10 @@ class HostTier:
         lru = self._lru
         for h in hashes:
             if h in lru:
-                lru.move_to_end(h)
+                lru.touch(h)
             else:
-                lru[h] = None
+                self.evicted_blocks += len(lru.put(h, None))
                 self.stored_blocks += 1
-        cap = self.capacity_blocks
-        if cap is not None:
-            while len(lru) > cap:
-                lru.popitem(last=False)
-                self.evicted_blocks += 1
 
     def prefix_hits(self, hashes: list[int], start: int, end: int) -> int:
         """How many of blocks [start, end) the tier holds in a row from `start` (the blocks that
@@ -57,4 +54,4 @@ class HostTier:
         """Loaded blocks become the most recent."""
         lru = self._lru
         for h in hashes:
-            lru.move_to_end(h)
+            lru.touch(h)
