@@ -106,14 +106,15 @@ async def _lite_load(seconds: float, concurrency: int, port: int, gil: bool) -> 
         await asyncio.to_thread(stack.stop)
 
 
-async def _upstream_load(seconds: float, concurrency: int, gil: bool) -> tuple[dict, float]:
+async def _upstream_load(seconds: float, concurrency: int, gil: bool, token_gap_ms: float = 0.0,
+                         max_tokens: int = 8) -> tuple[dict, float]:
     from loadgen.live.peer_bench import Client, Sides, _rate
 
     state = Path(tempfile.mkdtemp(prefix="autellix-profile-", dir="/tmp"))
-    sides = Sides("stub", state)
+    sides = Sides("stub", state, token_gap_ms)
     try:
         await asyncio.to_thread(sides.start, 300.0)
-        async with Client({"mesh": sides.urls["mesh"]}, concurrency, 8) as client:
+        async with Client({"mesh": sides.urls["mesh"]}, concurrency, max_tokens) as client:
             await _rate(client, "mesh", 2.0, concurrency)  # warm-up
 
             async def load() -> float:
@@ -150,13 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8198, help="the API's port (path lite)")
     p.add_argument("--gil", action="store_true",
                    help="only samples holding the GIL: Python running, not a thread waiting in a syscall or for a core")
+    p.add_argument("--token-gap-ms", type=float, default=0.0,
+                   help="path upstream: the stub streams one event per this many ms (0: a stream in one write)")
+    p.add_argument("--max-tokens", type=int, default=8, help="path upstream: tokens per streamed call")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     t0 = time.time()
     if args.path == "lite":
         profiles, rate = asyncio.run(_lite_load(args.seconds, args.concurrency, args.port, args.gil))
     else:
-        profiles, rate = asyncio.run(_upstream_load(args.seconds, args.concurrency, args.gil))
+        profiles, rate = asyncio.run(_upstream_load(args.seconds, args.concurrency, args.gil, args.token_gap_ms,
+                                                    args.max_tokens))
     result = {"command": "python -m loadgen.bench.profile_mesh " + " ".join(argv if argv is not None else sys.argv[1:]),
               "path": args.path, "seconds": args.seconds, "concurrency": args.concurrency,
               "calls_per_s_while_sampled": rate,

@@ -55,8 +55,9 @@ def vllm_router_binary() -> str:
 class Sides:
     """The upstream, vllm-router and the mesh, as child processes in one state folder."""
 
-    def __init__(self, kind: str, state: Path) -> None:
+    def __init__(self, kind: str, state: Path, token_gap_ms: float = 0.0) -> None:
         self.kind, self.state = kind, state
+        self.token_gap_ms = token_gap_ms  # the stub's time between events (0: a stream in one write)
         self.procs: dict[str, subprocess.Popen] = {}
         self.urls: dict[str, str] = {}
 
@@ -73,7 +74,8 @@ class Sides:
         self.urls = {side: f"http://127.0.0.1:{port}" for side, port in ports.items()}
         if self.kind == "stub":
             self.procs["direct"] = servers.start_module(
-                "loadgen.live.stub_openai", "--port", str(ports["direct"]), "--model", "tiny", "--root", str(model_dir))
+                "loadgen.live.stub_openai", "--port", str(ports["direct"]), "--model", "tiny", "--root", str(model_dir),
+                "--token-gap-ms", str(self.token_gap_ms))
         else:
             from services.engine_agent.vllm_main import TINY_MODEL_VLLM_ARGS
 
