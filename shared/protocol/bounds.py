@@ -11,8 +11,9 @@ publisher with the right NATS role included):
   and call ids are never empty (other ids may be: several default to "", and their consumers say
   what empty means).
 
-Lists are bounded by the server's payload limit; per-key maps (`thread_service_s`) have their
-values bounded like the field.
+- every list or map holds at most MAX_ITEMS entries (above any real one: a 128K-token prompt's
+  ids, a busy engine's queue), so a forged collection costs its consumer a bounded loop; per-key
+  maps (`thread_service_s`) have their values bounded like the field.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MAX_SECONDS = 1e9  # ~31 years of service or waiting: beyond any real program
 MAX_QUANTITY = 1e15  # no float on the wire comes near: tokens to process, a wait ratio, a fraction
 MAX_INT = 2**31 - 1
 MAX_NS = 2**63 - 1
+MAX_ITEMS = 1 << 20  # entries of one list or map field
 
 ID_NAMES = ("tenant", "primary_engine")
 SUBJECT_ID_NAMES = ("program_id", "session_id", "engine_id", "primary_engine")

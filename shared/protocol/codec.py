@@ -111,9 +111,11 @@ def _bound_check(cls: type) -> Callable[[Any, str], None]:
     ids, the values of per-key maps of numbers, and nested structs in turn. The ranges are looked
     up once per class; `bounds.problem` words the refusal."""
     hints = typing.get_type_hints(cls)
-    numbers, ids, maps, nested = [], [], [], []
+    numbers, ids, maps, nested, collections = [], [], [], [], []
     for f in dataclasses.fields(cls):
         tp = _optional_inner(hints[f.name])
+        if typing.get_origin(tp) in (list, dict):
+            collections.append(f.name)
         if tp in (float, int):
             numbers.append((f.name, tp, *bounds.number_bound(f.name, tp)))
         elif tp is str and bounds.is_id(f.name):
@@ -124,6 +126,10 @@ def _bound_check(cls: type) -> Callable[[Any, str], None]:
             nested.append((f.name, *struct))
 
     def check(obj: Any, prefix: str) -> None:
+        for name in collections:
+            x = getattr(obj, name)
+            if x is not None and len(x) > bounds.MAX_ITEMS:
+                raise ProtocolError(f"field {prefix + name!r}: {len(x)} entries, at most {bounds.MAX_ITEMS}")
         for name, tp, lo, hi in numbers:
             x = getattr(obj, name)
             if x is not None and not lo <= x <= hi:  # NaN fails every comparison

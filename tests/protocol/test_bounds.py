@@ -63,3 +63,14 @@ def test_the_rules_by_name():
     assert problem("engine_id", str, "e0") is None and problem("engine_id", str, "a.b") and problem("tenant", str, "a.b") is None
     assert problem("started_at_ns", int, 2**62) is None and problem("epoch", int, 2**31)
     assert problem("name", str, "x" * 10_000) is None and problem("call_id", str, "x" * 10_000)
+
+
+def test_a_list_or_map_over_max_items_is_refused_and_one_at_the_limit_decodes():
+    from shared.protocol.bounds import MAX_ITEMS
+
+    snapshot = m.EngineQueueSnapshot(engine_id="e0")
+    with pytest.raises(ProtocolError, match="running_call_ids.*at most"):
+        decode(_wire(snapshot, running_call_ids=["c"] * (MAX_ITEMS + 1)))
+    with pytest.raises(ProtocolError, match="tenant_service_s.*at most"):
+        decode(_wire(snapshot, tenant_service_s={f"t{i}": 1.0 for i in range(MAX_ITEMS + 1)}))
+    assert len(decode(_wire(snapshot, running_call_ids=["c"] * MAX_ITEMS)).body.running_call_ids) == MAX_ITEMS
