@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from autellix.commands._top_view import SUBJECTS as TOP_SUBJECTS
 from autellix.commands._top_view import TopView
 from loadgen.bench.promql_names import dashboard_exprs, metric_names
 from loadgen.live.real_servers import free_port
@@ -25,17 +26,10 @@ from loadgen.live.run import LiveRunConfig, run_live
 from loadgen.live.stack_process import StackProcess, start_stack
 from services.session_api.session_ids import program_id_for
 from shared.bus import Bus
-from shared.protocol import messages as m
-from shared.protocol import subjects
 from shared.runtime.metrics_targets import TARGETS_NAME
 from shared.stats import percentile
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "autellix.json"
-TOP_SUBJECTS = ((subjects.all_engine_heartbeats(), (m.EngineHeartbeat,)),
-                (subjects.all_engine_queues(), (m.EngineQueueSnapshot,)),
-                (subjects.all_program_services(), (m.ProgramServiceUpdated,)),
-                (subjects.tenant_shares(), (m.TenantShares,)),
-                (subjects.all_events(), m.AUDIT_EVENT_TYPES))
 
 
 class SeenPrograms:

@@ -10,8 +10,15 @@ from rich.table import Table
 
 from shared.core.mlfq import MlfqConfig
 from shared.protocol import messages as m
+from shared.protocol import subjects
 from shared.protocol.programs import is_one_call_program
 
+# what the view is fed from (core NATS, nothing durable): (subject, message types)
+SUBJECTS = ((subjects.all_engine_heartbeats(), (m.EngineHeartbeat,)),
+            (subjects.all_engine_queues(), (m.EngineQueueSnapshot,)),
+            (subjects.all_program_services(), (m.ProgramServiceUpdated,)),
+            (subjects.tenant_shares(), (m.TenantShares,)),
+            (subjects.all_events(), m.AUDIT_EVENT_TYPES))
 ENGINE_GONE_S = 5.0  # an engine silent this long leaves the view
 FINISHED_KEPT_S = 5.0  # a closed session or finished one-call program stays this long, marked
 

@@ -17,12 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from autellix.commands._top_view import TopView
+from autellix.commands._top_view import SUBJECTS, TopView
 from autellix.commands.events import resolve_nats_url
 from shared.bus import Bus
 from shared.logging import configure_logging
-from shared.protocol import messages as m
-from shared.protocol import subjects
 from shared.runtime.supervisor import DEFAULT_STATE_DIR
 
 
@@ -55,11 +53,7 @@ async def _top(nats_url: str, interval_s: float, max_programs: int) -> int:
     async def on_message(msg) -> None:
         view.on_message(msg.body)
     try:
-        for subject, types in ((subjects.all_engine_heartbeats(), (m.EngineHeartbeat,)),
-                               (subjects.all_engine_queues(), (m.EngineQueueSnapshot,)),
-                               (subjects.all_program_services(), (m.ProgramServiceUpdated,)),
-                               (subjects.tenant_shares(), (m.TenantShares,)),
-                               (subjects.all_events(), m.AUDIT_EVENT_TYPES)):
+        for subject, types in SUBJECTS:
             await bus.subscribe(subject, on_message, types=types)
         with Live(view.render(max_programs), console=Console(), auto_refresh=False, screen=False) as live:
             while not stop.is_set():
