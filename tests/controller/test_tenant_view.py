@@ -63,3 +63,16 @@ def test_an_engine_counts_each_tenant_and_a_sessionless_call_without_tenant_as_d
     share.charge("", 2.0)
     share.charge("b", math.nan)
     assert share.counters() == {"a": 1.5, "default": 2.0}
+
+
+def test_malformed_fair_share_settings_refuse_to_start_with_the_variable_named():
+    from pydantic import ValidationError
+
+    from services.controller.settings import ControllerSettings
+
+    for bad in ({"tenant_weights": "acme"}, {"tenant_weights": "acme=-1"}, {"tenant_half_life_s": 0},
+                {"tenant_share_tolerance": -0.1}):
+        with pytest.raises(ValidationError) as err:
+            ControllerSettings(**bad)
+        assert next(iter(bad)) in str(err.value)
+    assert ControllerSettings(tenant_weights="acme=2").tenant_share_config().weight_of("acme") == 2.0
