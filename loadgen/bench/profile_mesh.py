@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from loadgen.bench.cpu import SERVICES, stack_role
+from loadgen.live.real_servers import write_json
 
 TOP = 25
 
@@ -167,11 +168,8 @@ def main(argv: list[str] | None = None) -> int:
               "calls_per_s_while_sampled": rate,
               "sampling": "py-spy 0.4.3 record --rate 50 --nonblocking" + (" --gil" if args.gil else ""),
               "started_at_unix": int(t0), "profiles": profiles}
-    text = json.dumps(result, indent=1)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
-    print(text)
+    write_json(args.json, result)
+    print(json.dumps(result, indent=1))
     return 0
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from loadgen.bench.profile_mesh import py_spy_binary, service_pids
 from loadgen.bench.tracing_cost import STACK_ENV, Sink, variants
 from loadgen.live.mesh_bench import LeanHttp, _throughput
+from loadgen.live.real_servers import write_json
 from loadgen.live.stack_process import start_stack
 from shared.runtime.ports import free_port
 
@@ -104,11 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     result = asyncio.run(profile(args.variant, args.seconds, args.concurrency))
     result["command"] = "python -m loadgen.bench.tracing_profile " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = json.dumps(result, indent=1)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
-    print(text)
+    write_json(args.json, result)
+    print(json.dumps(result, indent=1))
     return 0
 
 
