@@ -255,6 +255,9 @@ class CallCompleted:
     submit_epoch: int | None = None
     finish_reason: str = "length"  # "length" | "stop" | "aborted" | "error"
     completed_at_ns: int = 0
+    # RouteCall's: with no base above, the process table waits (bounded) until it has folded that
+    # many of the program's completions, so the base it takes is the one the client's order implies
+    completed_calls_before: int | None = None
 
 
 @message("call.tokens")
