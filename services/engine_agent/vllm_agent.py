@@ -211,7 +211,8 @@ class VllmEngineAgent:
             prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
             thread_service_at_submit_s=done.thread_service_at_submit_s,
             submit_epoch=done.submit_epoch if record is not None else None,
-            finish_reason=failure or r.get("finish_reason") or "stop", completed_at_ns=time.time_ns()))
+            finish_reason=failure or r.get("finish_reason") or "stop", completed_at_ns=time.time_ns(),
+            completed_calls_before=route.completed_calls_before))
 
     # --- accounting records from the engine core ----------------------------------------------
     async def _record(self, call_id: str, timeout_s: float = RECORD_WAIT_S) -> dict | None:
