@@ -255,8 +255,8 @@ class CallCompleted:
     submit_epoch: int | None = None
     finish_reason: str = "length"  # "length" | "stop" | "aborted" | "error"
     completed_at_ns: int = 0
-    # RouteCall's: with no base above, the process table waits (bounded) until it has folded that
-    # many of the program's completions, so the base it takes is the one the client's order implies
+    # RouteCall's: the process table folds this completion after that many of the program's
+    # (waiting a bounded time for them), so bases and forks follow the client's order
     completed_calls_before: int | None = None
 
 
