@@ -154,18 +154,20 @@ class EngineAgent:
         self.metrics.call_finished(max(done.finish_s - live.submitted_s, 0.0))
         remaining = max(done.output_tokens - live.tokens_sent, 0)  # this step's tokens ride on the end chunk
         route = live.route
-        await self.bus.publish(route.reply_subject, m.TokenChunk(
-            call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
-            finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
-            prefix_hit_tokens=done.prefix_hit_tokens))
-        self.completions.publish(m.CallCompleted(
+        event = m.CallCompleted(
             call_id=done.call_id, program_id=done.program_id, thread_id=done.thread_id,
             parent_thread_id=route.parent_thread_id, tenant=route.tenant, engine_id=self.engine_id,
             service_s=done.service_s, wait_s=done.wait_s, preemptions=done.preemptions,
             prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
             thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
-            finish_reason="length", completed_at_ns=time.time_ns(), completed_calls_before=route.completed_calls_before))
+            finish_reason="length", completed_at_ns=time.time_ns())
+        self.completions.keep(event)  # in the outbox before the client can have the answer
+        await self.bus.publish(route.reply_subject, m.TokenChunk(
+            call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
+            finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
+            prefix_hit_tokens=done.prefix_hit_tokens))
+        self.completions.publish(event, kept=True)
 
     # --- periodic state ------------------------------------------------------------------------
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:

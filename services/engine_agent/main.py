@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from pathlib import Path
 
 from services.engine_agent.backends import make_engine
 from services.engine_agent.drain import drain_calls
 from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
+from services.engine_agent.outbox import CompletionOutbox, OutboxInUse, default_dir, outbox_path
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
 from services.engine_agent.settings import BACKENDS, EngineAgentSettings
 from services.engine_agent.state_loop import serve_health, state_forever
@@ -52,19 +54,33 @@ class RunningAgent:
 
 async def start_agent(settings: EngineAgentSettings) -> RunningAgent:
     await refuse_duplicate_engine_id(settings)  # before loading any model or taking any call
-    if settings.engine_backend == "vllm":
-        from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
+    outbox, replay = open_outbox(settings)  # a second agent on this file refuses before loading too
+    try:
+        if settings.engine_backend == "vllm":
+            from services.engine_agent.vllm_main import start_vllm_agent  # imports vLLM
 
-        running = await start_vllm_agent(settings)
-    elif settings.engine_backend == "upstream":
-        from services.engine_agent.upstream_main import start_upstream_agent
+            running = await start_vllm_agent(settings)
+        elif settings.engine_backend == "upstream":
+            from services.engine_agent.upstream_main import start_upstream_agent
 
-        running = await start_upstream_agent(settings)
-    else:
-        running = await start_simulated_agent(settings)
+            running = await start_upstream_agent(settings)
+        else:
+            running = await start_simulated_agent(settings)
+    except BaseException:
+        outbox.close()
+        raise
+    # completions made during the start are in memory: attaching writes them too, then replays
+    # what a killed predecessor left unacked
+    running.agent.completions.attach_outbox(outbox, replay)
     running.tasks.append(asyncio.create_task(
         watch_for_duplicates(running.bus, settings.engine_id, running.agent.started_at_ns)))
     return running
+
+
+def open_outbox(settings: EngineAgentSettings):
+    folder = Path(settings.engine_outbox_dir) if settings.engine_outbox_dir else default_dir()
+    return CompletionOutbox.open(outbox_path(folder, settings.engine_id, settings.nats_url),
+                                 settings.engine_outbox_max_entries)
 
 
 async def start_simulated_agent(settings: EngineAgentSettings) -> RunningAgent:
@@ -141,6 +157,6 @@ def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
     try:
         return run_service("engine_agent", settings, serve, report_unknown=report_unknown_variables)
-    except DuplicateEngineId as exc:
+    except (DuplicateEngineId, OutboxInUse) as exc:
         get_logger().error("engine_id_in_use", engine_id=settings.engine_id, error=str(exc))
         raise SystemExit(f"engine_agent: error: {exc}") from None

@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from services.engine_agent.host_id import host_engine_id
+from services.engine_agent.outbox import DEFAULT_MAX_ENTRIES
 from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.engine.registry import SIMULATED_BACKENDS
@@ -64,6 +65,11 @@ class EngineAgentSettings(MeshSettings):
     engine_upstream_tokenizer: str = ""
     engine_upstream_read_timeout_s: float = Field(default=600.0, gt=0)
     engine_upstream_wait_s: float = Field(default=600.0, ge=0)  # for its /v1/models at start-up
+    # completions not yet acked by JetStream are kept in a file here (outbox.py) and replayed by the
+    # next agent with this id: a folder that outlives the process (a volume); "" is
+    # $XDG_STATE_HOME/autellix/engine-outbox (~/.local/state/...)
+    engine_outbox_dir: str = ""
+    engine_outbox_max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
     def _vllm_needs_a_model(self) -> EngineAgentSettings:
