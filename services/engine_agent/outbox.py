@@ -171,6 +171,8 @@ class CompletionOutbox:
             self._fd = -1
             if not self._pending:
                 self.path.unlink(missing_ok=True)
+                # while still locked: a starting agent then either failed to lock, or locks a new file
+                Path(f"{self.path}.lock").unlink(missing_ok=True)
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1
