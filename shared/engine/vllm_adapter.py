@@ -14,7 +14,8 @@ import vLLM (with `vllm_retention` and `vllm_cpu`).
 - CPU construction, request building and a fake model-runner output live in
   `shared.engine.vllm_cpu` (the `emulated` engine's driver).
 - `autellix_call`: the one method this module adds to vLLM's `EngineCore`, through which the
-  `vllm` backend's engine agent reaches the scheduler in the engine core process (vllm_serving).
+  `vllm` backend's engine agent reaches the scheduler in the engine core process (vllm_serving);
+  the ops and their handlers are one table in `shared.engine.vllm_ops`.
 
 Settings ride in `VllmConfig.additional_config["autellix"]` (see `SchedulerSettings.from_config`);
 program and thread ids ride in `SamplingParams.extra_args["autellix"]` (see `program_meta`).
@@ -41,7 +42,6 @@ from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
 from shared.core.service_class import outer_class  # noqa: E402
 from shared.engine.api import CallCompletion  # noqa: E402
-from shared.engine.program_directory import CachedProgramDirectory  # noqa: E402
 from shared.engine.program_meta import ProgramMeta, parse_program_meta  # noqa: E402
 from shared.engine.program_sched import (  # noqa: E402
     CONFIG_KEY,
@@ -49,6 +49,7 @@ from shared.engine.program_sched import (  # noqa: E402
     ProgramScheduleState,
     SchedulerSettings,
 )
+from shared.engine.vllm_ops import SchedulerOpsMixin, dispatch  # noqa: E402
 from shared.engine.vllm_queue import KeyedRequestQueue  # noqa: E402
 from shared.engine.vllm_retention import VllmRetention  # noqa: E402
 
@@ -57,7 +58,7 @@ logger = init_logger(__name__)
 
 
 # --- per-call accounting shared by our scheduler and the stock baselines -----------------------
-class _CallTracking(VllmRetention):
+class _CallTracking(SchedulerOpsMixin, VllmRetention):
     """Accounting for every request: service (step durations while scheduled), wait, prefix hits,
     recomputation, first token and finish times; and the hooks of workflow-aware KV retention
     (vllm_retention, off unless `enable_retention`). Mixed in front of a vLLM scheduler class."""
@@ -229,52 +230,9 @@ class _CallTracking(VllmRetention):
         out, self.promoted_programs = self.promoted_programs, []
         return out
 
-    # --- operations from the engine agent, through vLLM's utility calls (SCHEDULER_CALL) -------
-    def autellix_serve(self) -> None:
-        """This scheduler runs in its own engine process (backend vllm): no driver shares its
-        program directory, so it keeps one fed by `autellix_apply` and folds its own completions."""
-        if not isinstance(self.program_state.directory, CachedProgramDirectory):
-            self.attach_directory(CachedProgramDirectory(self.autellix_settings.policy.aggregation))
-        self._folds_completions = True
-
-    def autellix_apply(self, ops: list) -> int:
-        """Program-service updates, promotions and closes, in order: ("update", program, S_p, W_p,
-        {thread: s_T}, epoch, completed), ("promote", program, epoch), ("close", program), and the
-        controller's tenant classes ("tenants", {tenant: class}; a tenant not listed: class 0)."""
-        directory = self.program_state.directory
-        for op in ops:
-            kind, program_id = op[0], op[1]
-            if kind == "tenants":
-                self.apply_tenant_ranks({str(t): int(c) for t, c in dict(op[1]).items()}, missing_rank=0)
-                continue
-            if kind == "update":
-                directory.apply_update(program_id, float(op[2]), float(op[3]), dict(op[4]), int(op[5]), int(op[6]))
-            elif kind == "promote":
-                directory.apply_promotion(program_id, None if op[2] is None else int(op[2]))
-            elif kind == "close":
-                directory.close(program_id)
-            self.program_state.mark_dirty(program_id)
-        return len(ops)
-
     def apply_tenant_ranks(self, ranks: Mapping[str, int] | None, missing_rank: int | None) -> None:
         """The tenants' order ahead of the policy key (see ProgramScheduleState.set_tenant_ranks)."""
         self._on_keys_changed(self.program_state.set_tenant_ranks(ranks, missing_rank))
-
-    def autellix_drain(self) -> dict:
-        """Finished calls' accounting since the last drain, and the engine's load."""
-        finished = []
-        for call in self.pop_finished_calls():
-            record = {f: getattr(call, f) for f in _RECORD_FIELDS}
-            record["call_id"] = self._mesh_call_ids.pop(call.call_id, call.call_id)
-            finished.append(record)
-        running, waiting = self.get_request_counts()
-        pool = self.kv_cache_manager.block_pool
-        total = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
-        load = sum(r.num_prompt_tokens + r.max_tokens - r.num_computed_tokens
-                   for r in self.requests.values() if not r.is_finished())
-        return {"finished": finished, "running": running, "waiting": waiting,
-                "kv_used_blocks": total - pool.get_num_free_blocks(), "kv_total_blocks": total, "load": load,
-                "preempted": [self._mesh_call_ids.get(r, r) for r in self.pop_preempted_ids()]}
 
 
 class _ProgramAware(_CallTracking):
@@ -409,10 +367,6 @@ class SyncStockScheduler(_CallTracking, Scheduler):
 
 
 SCHEDULER_KINDS = ("autellix", "stock-fcfs", "stock-priority")
-# what a finished call's accounting record carries to the engine agent (autellix_drain)
-_RECORD_FIELDS = ("program_id", "thread_id", "service_s", "wait_s", "preemptions", "prompt_tokens",
-                  "output_tokens", "prefix_hit_tokens", "recomputed_tokens", "thread_service_at_submit_s",
-                  "submit_epoch", "aborted", "finish_reason")
 
 
 def scheduler_class(kind: str, sync: bool) -> tuple[type[Scheduler], str]:
@@ -442,14 +396,9 @@ SCHEDULER_CALL = "autellix_call"
 
 def _autellix_call(self: EngineCore, op: str, *args: Any) -> Any:
     """vLLM's engine core answers a utility request by looking its method up by name; this one
-    forwards to the scheduler's `autellix_<op>` (serve, apply, drain). Installed when this module
-    is imported, which the engine core process does to resolve `--scheduler-cls`."""
-    if op not in ("serve", "apply", "drain"):
-        raise ValueError(f"unknown scheduler operation {op!r}")
-    handler = getattr(self.scheduler, f"autellix_{op}", None)
-    if handler is None:
-        raise ValueError(f"scheduler {type(self.scheduler).__name__} takes no Autellix operations")
-    return handler(*args)
+    hands `op` to the scheduler through `vllm_ops.HANDLERS`. Installed when this module is
+    imported, which the engine core process does to resolve `--scheduler-cls`."""
+    return dispatch(self.scheduler, op, *args)
 
 
 setattr(EngineCore, SCHEDULER_CALL, _autellix_call)

@@ -9,8 +9,8 @@ and any `vllm serve` flag can be given (`extra_args`).
 
 Program state reaches the scheduler in the engine core through vLLM's utility calls: the engine
 core answers a utility request by looking the method up by name, and `vllm_adapter` gives it one,
-`autellix_call(op, *args)`, that forwards to the scheduler (see `SchedulerOps` there). One of the
-modules that import vLLM.
+`autellix_call(op, *args)`, that forwards to the scheduler through the one table of ops
+(`vllm_ops.HANDLERS`). One of the modules that import vLLM.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 
 from shared.engine.program_sched import CONFIG_KEY  # noqa: E402
 from shared.engine.vllm_adapter import SCHEDULER_CALL, scheduler_qualname  # noqa: E402
+from shared.engine.vllm_ops import scheduler_op  # noqa: E402
 
 # flags our engine sets itself: a client of this module may not override them
 _OWN_FLAGS = ("--scheduler-cls", "--scheduling-policy", "--additional-config", "--served-model-name", "--model")
@@ -109,8 +110,9 @@ class VllmServing:
         return str(self.model_config.tokenizer)
 
     async def scheduler_call(self, op: str, *args: Any) -> Any:
-        """Run `op` on the scheduler inside the engine core (vllm_adapter.SchedulerOps)."""
-        return await self.engine.engine_core.call_utility_async(SCHEDULER_CALL, op, *args)
+        """Run `op` on the scheduler inside the engine core (vllm_ops.HANDLERS); an unknown op is
+        refused here, before it crosses to the engine process."""
+        return await self.engine.engine_core.call_utility_async(SCHEDULER_CALL, scheduler_op(op).value, *args)
 
     async def request(self, path: str, body: bytes) -> AsyncIterator[tuple[int, str, bytes]]:
         """POST `body` to vLLM's app at `path`; yields (status, content type, body piece) as vLLM
