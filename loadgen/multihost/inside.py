@@ -36,6 +36,9 @@ class Plan:
     warmup_s: float = 4.0  # load before the first fault
     gap_s: float = 3.0  # between the link cut and the engine kill
     tail_s: float = 6.0  # load after the engine kill (programs in flight then run to their end)
+    # then its agent is started again on the same host, as systemd or the kubelet would: it replays
+    # the completions its outbox kept (services/engine_agent/outbox.py); None: it stays dead
+    restart_after_s: float | None = 1.0
     restore_link: bool = True  # bring the cut node back at the end and report its catch-up
     workload: WorkloadSpec = field(default_factory=lambda: WorkloadSpec(
         concurrency=6, calls_per_program=4, max_tokens=16, prompt_chars=200, fork_every=0, attempt_timeout_s=20.0))
@@ -63,18 +66,24 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
                                             tally, timings))
         await asyncio.sleep(plan.warmup_s)
         cut_host = await observe.stream_leader(bus, subjects.COMPLETIONS_STREAM)
-        cut_at = time.monotonic()
+        cut_at, cut_wall = time.monotonic(), time.time()
         mesh.host(cut_host).cut()
         await asyncio.sleep(plan.gap_s)
         killed = f"engine_agent@{LOST_ENGINE_HOST}"
         kill_at = time.monotonic()
         mesh.kill(killed)
-        await asyncio.sleep(plan.tail_s)
+        killed_log = mesh.processes[killed].log_path
+        restart_at = None
+        if plan.restart_after_s is not None:
+            await asyncio.sleep(plan.restart_after_s)
+            restart_at = time.monotonic()
+            mesh.restart(killed)
+        await asyncio.sleep(plan.tail_s - (plan.restart_after_s or 0.0))
         done.set()
         await load
         load_s = time.monotonic() - t0
-        ticks = await _stop_probes(probes)
-        mesh.check_alive(allowed_dead={killed})
+        ticks, leaders = await _stop_probes(probes)
+        mesh.check_alive(allowed_dead=set() if restart_at else {killed})
         audit_t0 = time.monotonic()
         ledger = await audit(mesh.database_url, tally.completed_call_ids, tally.sessions)
         routed = await observe.routed_engines(bus)
@@ -94,7 +103,15 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
         "audit_s": round(audit_s, 1),
         "faults": [{"kind": "link_cut", "host": cut_host, "why": "leader of the completions stream",
                     "at_s": round(cut_at - t0, 2)},
-                   {"kind": "engine_kill", "host": LOST_ENGINE_HOST, "at_s": round(kill_at - t0, 2)}],
+                   {"kind": "engine_kill", "host": LOST_ENGINE_HOST, "at_s": round(kill_at - t0, 2)},
+                   *([{"kind": "engine_restart", "host": LOST_ENGINE_HOST, "at_s": round(restart_at - t0, 2)}]
+                     if restart_at else [])],
+        "outbox": observe.outbox_replays(killed_log),
+        # per service: from the cut to its client noticing (pings unanswered) and reconnecting elsewhere
+        "reconnects_after_cut_s": observe.reconnects(mesh.root / "logs", cut_wall, load_s - (cut_at - t0)),
+        # per surviving node's client: seconds from the cut until it saw the completions stream's new leader
+        "completions_leader_after_cut_s": {node: observe.new_leader_after(node_ticks, cut_at, cut_host)
+                                           for node, node_ticks in leaders.items() if node != cut_host},
         "calls": {"logical": len(timings), "completed": sum(t.completed for t in timings),
                   "attempts": tally.submitted, "failed_retryable": tally.failed_retryable,
                   "failed_other": tally.failed_other, "errors_seen": dict(sorted(tally.errors.items()))},
@@ -120,28 +137,31 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
                                   for node, node_ticks in ticks.items()},
         "streams": {"before": streams_before, "after_faults": streams_after_faults, "after_restore": catch_up},
         "plan": {"warmup_s": plan.warmup_s, "gap_s": plan.gap_s, "tail_s": plan.tail_s,
+                 "restart_after_s": plan.restart_after_s,
                  "workload": asdict(plan.workload)},
         "layout": {h.name: h.address for h in mesh.hosts},
         "timings": [asdict(t) | {"start": round(t.start - t0, 3), "end": round(t.end - t0, 3)} for t in timings],
     }
 
 
-async def _start_probes(mesh: MultiHostMesh, stop: asyncio.Event) -> dict[str, tuple[Bus, asyncio.Task]]:
-    """One probe per NATS node, each on a connection to that node alone."""
+async def _start_probes(mesh: MultiHostMesh, stop: asyncio.Event) -> dict:
+    """One probe per NATS node, each on a connection to that node alone (audit writes, and the
+    completions stream's leader as that node reports it)."""
     probes = {}
     for host in mesh.nats_hosts:
         url = with_credentials(f"nats://{host.address}:{CLIENT_PORT}", ADMIN, mesh.credentials.passwords[ADMIN])
         bus = await Bus.connect(url, service="multihost-probe", connect_timeout_s=5.0)
-        probes[host.name] = (bus, asyncio.create_task(observe.probe_audit_stream(bus, host.name, stop)))
+        probes[host.name] = (bus, asyncio.create_task(observe.probe_audit_stream(bus, host.name, stop)),
+                             asyncio.create_task(observe.watch_leader(bus, subjects.COMPLETIONS_STREAM, stop)))
     return probes
 
 
-async def _stop_probes(probes: dict[str, tuple[Bus, asyncio.Task]]) -> dict[str, list[dict]]:
-    out = {}
-    for node, (bus, task) in probes.items():
-        out[node] = await task
+async def _stop_probes(probes: dict) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    ticks, leaders = {}, {}
+    for node, (bus, probe, leader) in probes.items():
+        ticks[node], leaders[node] = await probe, await leader
         await bus.close()
-    return out
+    return ticks, leaders
 
 
 async def _restore(mesh: MultiHostMesh, bus: Bus, host: str, timeout_s: float = 30.0) -> dict:

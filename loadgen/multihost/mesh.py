@@ -76,7 +76,9 @@ class MultiHostMesh:
         for name in CONTROL_SERVICES[1:]:
             self._start(self.control, name)
         for host in self.engine_hosts:
-            self._start(host, "engine_agent", {"ENGINE_BACKEND": "lite"})
+            # the outbox on the host's own disk: an agent started again there replays it
+            self._start(host, "engine_agent", {"ENGINE_BACKEND": "lite",
+                                               "ENGINE_OUTBOX_DIR": str(self.root / "disk" / host.name / "outbox")})
         self._start(self.control, "session_api", {"API_HOST": self.control.address, "API_PORT": str(API_PORT)})
         await self.wait_ready(timeout_s - (time.monotonic() - t0))
         return round(time.monotonic() - t0, 2)
@@ -151,6 +153,12 @@ class MultiHostMesh:
         proc = self.processes[name]
         proc.process.kill()
         proc.process.wait(timeout=10)
+
+    def restart(self, name: str) -> ManagedProcess:
+        """Start a stopped service again on its host, as its supervisor (systemd, the kubelet) would."""
+        old = self.processes[name]
+        self.processes[name] = ManagedProcess(old.name, old.argv, old.env, old.log_path).start()
+        return self.processes[name]
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)

@@ -4,6 +4,10 @@ replica state."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+from pathlib import Path
+
 import nats.errors
 from nats.js import api
 from sqlalchemy import bindparam, text
@@ -100,3 +104,72 @@ async def probe_audit_stream(bus: Bus, node: str, stop, interval_s: float = 0.25
             ticks.append({"node": node, "t": t, "ok": False, "error": type(exc).__name__})
         await asyncio.sleep(max(0.0, interval_s - (clock() - t)))
     return ticks
+
+
+async def watch_leader(bus: Bus, stream: str, stop, interval_s: float = 0.25, clock=None) -> list[dict]:
+    """The stream's leader as one node's client sees it, every `interval_s` until `stop` is set
+    (None while there is none or the node cannot say): when a new leader took over after a cut."""
+    import asyncio
+    import time
+
+    clock = clock or time.monotonic
+    ticks: list[dict] = []
+    while not stop.is_set():
+        t = clock()
+        try:
+            info = await asyncio.wait_for(bus.js.stream_info(stream), timeout=1.0)
+            leader = info.cluster.leader if info.cluster else None
+        except Exception:  # timeout, no responders, disconnected: no leader seen at t
+            leader = None
+        ticks.append({"t": t, "leader": leader})
+        await asyncio.sleep(max(0.0, interval_s - (clock() - t)))
+    return ticks
+
+
+def new_leader_after(ticks: list[dict], cut_at: float, cut_host: str) -> float | None:
+    """Seconds from the cut to the first tick naming a leader other than the cut node."""
+    times = [t["t"] - cut_at for t in ticks if t["t"] > cut_at and t["leader"] not in (None, cut_host)]
+    return round(min(times), 3) if times else None
+
+
+def outbox_replays(agent_log: Path) -> dict:
+    """What the agents on one host replayed from its completion outbox (their log, console format:
+    a restarted agent appends to the killed one's)."""
+    replayed: list[str] = []
+    for line in _lines(agent_log):
+        if "completion_outbox_replayed" in line:
+            found = re.search(r"call_ids=\[([^\]]*)\]", line)
+            replayed += re.findall(r"'([^']+)'", found.group(1)) if found else []
+    return {"replayed_by_restarted_agent": len(replayed), "replayed_call_ids": replayed[:50]}
+
+
+def reconnects(logs: Path, cut_wall_s: float, until_s: float) -> dict[str, dict]:
+    """Per service log: seconds from the cut to its client's first `nats_disconnected` and to the
+    `nats_reconnected` after it, up to `until_s` after the cut (None: the client kept its node)."""
+    out = {}
+    for path in sorted(logs.glob("*@*.log")):
+        gone = back = None
+        for line in _lines(path):
+            stamp, _, rest = line.partition(" ")
+            if "nats_disconnected" not in rest and "nats_reconnected" not in rest:
+                continue
+            try:
+                t = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - cut_wall_s
+            except ValueError:
+                continue
+            if t < 0 or t > until_s:
+                continue
+            if gone is None and "nats_disconnected" in rest:
+                gone = round(t, 2)
+            elif gone is not None and "nats_reconnected" in rest:
+                back = round(t, 2)
+                break
+        out[path.stem] = {"disconnected_s": gone, "reconnected_s": back}
+    return out
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
