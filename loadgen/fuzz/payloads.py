@@ -11,7 +11,7 @@ Kinds, and who a consumer may trust them from:
   roles alone.
 
 Every message is built from the message classes themselves (field types and names), so a field
-added to shared/protocol/messages.py is fuzzed without a change here.
+added to shared/protocol/messages/ is fuzzed without a change here.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ OUT_OF_RANGE = ("non_finite", "negative", "huge", "bad_ids")
 FORGED = ("forged",)
 KINDS = (*MALFORMED, *OUT_OF_RANGE, *FORGED)
 
-# Out of range by the protocol's own contract (messages.py, ids.py): every float is a finite,
+# Out of range by the protocol's own contract (messages/, ids.py): every float is a finite,
 # non-negative quantity, a duration (`*_s`) below decades; every count fits the table's 32-bit
 # columns and an instant (`*_ns`) int64; an id is at most 256 characters without NUL, program and
 # session and call ids are non-empty, and ids that name subjects are one subject token.

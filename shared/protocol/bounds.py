@@ -3,7 +3,7 @@
 A field that changes state is bounded before it does, whoever sent it (a forged or broken
 publisher with the right NATS role included):
 - every float is a finite, non-negative quantity below MAX_QUANTITY (tokens, ratios, fractions);
-  a duration or amount of service (`*_s`, messages.py's naming) lies in 0..MAX_SECONDS;
+  a duration or amount of service (`*_s`, the messages' naming) lies in 0..MAX_SECONDS;
 - every int lies in 0..MAX_INT (counts, tokens, epochs, levels, sequence numbers: the process
   table keeps them in 32-bit columns), an instant (`*_ns`) in 0..MAX_NS;
 - an id (`*_id`, `tenant`, `primary_engine`) follows the process table's length and NUL rule (ids.py),
