@@ -44,6 +44,8 @@ class Completion:
     prefix_hit_tokens: int = 0
     engine_id: str | None = None
     completed_at_s: float | None = None
+    completed_calls_before: int | None = None  # the client's order (client_order.py)
+    may_wait: bool = True  # False once held back long enough: fold as it is
 
     def __post_init__(self) -> None:
         # the shared id rules (shared/protocol/ids.py), in one pass: this runs for every completion (20K/s)
@@ -61,9 +63,12 @@ class Completion:
         if not (_finite_nonnegative(self.thread_service_at_submit_s) and _finite_nonnegative(self.completed_at_s)):
             raise ValueError(f"call {self.call_id}: submit base and timestamps must be finite and >= 0")
         epoch = self.submit_epoch or 0
+        before = self.completed_calls_before or 0
         if not (0 <= self.prompt_tokens <= _INT4_MAX and 0 <= self.output_tokens <= _INT4_MAX
-                and 0 <= self.prefix_hit_tokens <= _INT4_MAX and 0 <= epoch <= _INT4_MAX):
-            raise ValueError(f"call {self.call_id}: token counts and submit_epoch must be in [0, {_INT4_MAX}]")
+                and 0 <= self.prefix_hit_tokens <= _INT4_MAX and 0 <= epoch <= _INT4_MAX
+                and 0 <= before <= _INT4_MAX):
+            raise ValueError(f"call {self.call_id}: token counts, submit_epoch and completed_calls_before "
+                             f"must be in [0, {_INT4_MAX}]")
 
 
 @dataclass

@@ -18,7 +18,7 @@ import asyncio
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -31,6 +31,7 @@ from services.process_table.in_flight import InFlightCalls
 from services.process_table.models import CloseReason
 from services.process_table.program_sizes import ProgramSizes
 from services.process_table.puller import Delivery, StreamingPuller
+from services.process_table.repository import HeldBack
 from services.process_table.settings import ProcessTableSettings
 from services.process_table.transact import in_transaction
 from services.process_table.views import (
@@ -59,6 +60,10 @@ COMPLETION_ACK_WAIT_S = 5.0
 # CALL_DEADLINE_S for its completion (the API cancels the call at the deadline)
 IN_FLIGHT_MARGIN_S = 30.0
 FAULT_EXIT_CODE = 70  # the exit status of FAULT_EXIT_AFTER_COMMITS (chaos tells it from a real crash)
+# a base-less completion waiting for its program's earlier ones (client_order.py) comes back after
+# HOLD_DELAY_S, at most HOLD_DELIVERIES times: a re-published completion arrives within seconds
+HOLD_DELAY_S = 0.5
+HOLD_DELIVERIES = 10
 
 
 @dataclass
@@ -66,6 +71,7 @@ class _Outcome:
     updates: list[ServiceUpdate]
     committed: list[Delivery]  # to ack
     rejected: list[Delivery]  # terminated as malformed
+    held: list[Delivery] = field(default_factory=list)  # nak'ed with a delay: earlier calls first
 
 
 def _caused_by_data(exc: Exception) -> bool:
@@ -96,6 +102,7 @@ class ProcessTableService:
         self.num_rejected_completions = 0
         self.num_expired_lookups = 0  # lookups that arrived after their caller's deadline
         self.num_republished = 0  # updates published again for batches committed before a crash
+        self.num_held_completions = 0  # held back for their program's earlier completions (client_order.py)
         # calls in flight per program: idle expiry skips their sessions (in_flight.py)
         self.in_flight = InFlightCalls(max_age_s=settings.call_deadline_s + IN_FLIGHT_MARGIN_S)
         self.num_batches = 0
@@ -167,8 +174,8 @@ class ProcessTableService:
             self.in_service_s.extend(published_at - d.received_at for d in outcome.committed)
             await self.puller.ack(outcome.committed)
             self.publish_s_total += time.perf_counter() - t0
-            if len(outcome.committed) + len(outcome.rejected) < len(batch):  # stopping mid-way
-                done = {id(d) for d in outcome.committed + outcome.rejected}
+            if len(outcome.committed) + len(outcome.rejected) + len(outcome.held) < len(batch):  # stopping
+                done = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
                 await self.puller.nak([d for d in batch if id(d) not in done])
                 return
 
@@ -205,9 +212,16 @@ class ProcessTableService:
         delay_s = 0.05
         attempt = 1
         t0 = time.perf_counter()
+        held: list[Delivery] = []
         while not self._stopping:
             try:
                 updates = await self.applier.apply([d.decoded for d in batch])
+            except HeldBack as exc:
+                batch, waiting = self._split_held(batch, set(exc.call_ids))
+                await self.puller.nak_later(waiting, HOLD_DELAY_S)
+                held += waiting
+                self.num_held_completions += len(waiting)
+                continue
             except Exception as exc:  # retried whatever it is: dropping completions would be worse
                 if _caused_by_data(exc):
                     return await self._isolate(batch, exc)
@@ -223,8 +237,23 @@ class ProcessTableService:
             db_s = time.perf_counter() - t0
             self.db_s_total += db_s
             self.batch_db_s.append(db_s)
-            return _Outcome(updates, batch, [])
-        return _Outcome([], [], [])
+            return _Outcome(updates, batch, [], held)
+        return _Outcome([], [], [], held)
+
+    @staticmethod
+    def _split_held(batch: list[Delivery], call_ids: set[str]) -> tuple[list[Delivery], list[Delivery]]:
+        """The batch without the completions to hold back; one delivered HOLD_DELIVERIES times
+        stays in it, folded as it is."""
+        keep, waiting = [], []
+        for d in batch:
+            if d.decoded.call_id not in call_ids:
+                keep.append(d)
+            elif d.raw.metadata.num_delivered >= HOLD_DELIVERIES:
+                d.decoded.may_wait = False
+                keep.append(d)
+            else:
+                waiting.append(d)
+        return keep, waiting
 
     async def _isolate(self, batch: list[Delivery], exc: Exception) -> _Outcome:
         if len(batch) == 1:
@@ -241,7 +270,7 @@ class ProcessTableService:
             return first
         second = await self._commit(batch[mid:])
         return _Outcome(first.updates + second.updates, first.committed + second.committed,
-                        first.rejected + second.rejected)
+                        first.rejected + second.rejected, first.held + second.held)
 
     async def on_promoted(self, incoming: Incoming) -> None:
         msg: m.ProgramPromoted = incoming.body

@@ -45,5 +45,8 @@ class StreamingPuller(pull.PullConsumer):
     async def nak(self, deliveries: list[Delivery]) -> None:
         await pull.nak(d.raw for d in deliveries)
 
+    async def nak_later(self, deliveries: list[Delivery], delay_s: float) -> None:
+        await pull.nak((d.raw for d in deliveries), delay_s)
+
     async def in_progress(self, deliveries: list[Delivery]) -> None:
         await pull.in_progress(d.raw for d in deliveries)

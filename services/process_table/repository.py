@@ -34,6 +34,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.process_table.client_order import held_back, in_client_order
 from services.process_table.fold import Completion, ProgramRow, fold_completions
 from services.process_table.models import AUTO_CREATED_AGGREGATION
 from services.process_table.views import ServiceUpdate
@@ -103,6 +104,15 @@ class FastPathMissed(RuntimeError):
     """A duplicate, or a program not at its cached version: take the general path."""
 
 
+class HeldBack(RuntimeError):
+    """Completions sent after calls whose completions are not folded yet (client_order.py):
+    nothing was written; apply the batch without them and deliver them again later."""
+
+    def __init__(self, call_ids: list[str]) -> None:
+        super().__init__(f"{len(call_ids)} completions wait for earlier ones of their programs")
+        self.call_ids = call_ids
+
+
 @dataclass
 class Applied:
     updates: list[ServiceUpdate]
@@ -148,9 +158,13 @@ def _by_program(batch: list[Completion]) -> dict[str, list[Completion]]:
 
 
 def _fold(rows: dict[str, ProgramRow], by_program: dict[str, list[Completion]]) -> _Folded:
+    ordered = {p: in_client_order(calls) for p, calls in by_program.items()}
+    held = [c.call_id for p, calls in ordered.items() for c in held_back(rows[p].num_completed_calls, calls)]
+    if held:
+        raise HeldBack(held)
     updates, new_rows, program_writes, thread_writes = [], [], [], []
     # programs in id order, as the calls: two writers then lock shared rows in the same order
-    for program_id, calls in sorted(by_program.items()):
+    for program_id, calls in sorted(ordered.items()):
         before = rows[program_id]
         result = fold_completions(before, calls)
         new_rows.append(result.row)

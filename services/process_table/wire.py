@@ -22,6 +22,7 @@ def completion_from_wire(msg: m.CallCompleted) -> Completion:
         prompt_tokens=msg.prompt_tokens, output_tokens=msg.output_tokens,
         prefix_hit_tokens=msg.prefix_hit_tokens, engine_id=msg.engine_id or None,
         completed_at_s=msg.completed_at_ns / 1e9 if msg.completed_at_ns else None,
+        completed_calls_before=msg.completed_calls_before,
     )
 
 
