@@ -221,6 +221,7 @@ class ProcessTableService:
                 await self.puller.nak_later(waiting, HOLD_DELAY_S)
                 held += waiting
                 self.num_held_completions += len(waiting)
+                metrics.HELD_COMPLETIONS.inc(len(waiting))
                 continue
             except Exception as exc:  # retried whatever it is: dropping completions would be worse
                 if _caused_by_data(exc):

@@ -35,6 +35,8 @@ CLOSED = Counter("autellix_programs_closed", "Sessions closed", ["reason", "tena
 SERVICE_S = Counter("autellix_program_service_seconds", "Engine service applied to programs (S)", ["tenant"])
 WAIT_S = Counter("autellix_program_wait_seconds", "Queued time applied to programs (W)", ["tenant"])
 APPLIED_CALLS = Counter("autellix_process_table_calls_applied", "Completions applied to the table")
+HELD_COMPLETIONS = Counter("autellix_process_table_completions_held",
+                           "Completions held back until the ones their client had seen are folded (client_order.py)")
 
 workload_label = BoundedLabel(limit=32)
 tenant_label = BoundedLabel(limit=256, empty="default")
