@@ -25,6 +25,7 @@ SWEEP_ONLY = {
     "regimes": "--regimes",
     "regime_programs": "--regime-programs",
     "host_kv_blocks": "--host-kv-blocks",
+    "kv_victim": "--kv-victim",
 }
 KV_ONLY = {
     "slo_task_multiple": "--slo-task-multiple",

@@ -9,6 +9,7 @@ from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine import registry
 from shared.engine.api import DictProgramDirectory, Engine
+from shared.engine.program_sched import KV_VICTIM_RULES
 
 ENGINE_KINDS = registry.SIMULATED_BACKENDS
 BATCHING_MODES = ("v0", "v1")
@@ -32,6 +33,7 @@ class EngineOptions:
     # are always batched, as vLLM's offload worker's)
     host_kv_blocks: int | None = None
     batched_swap: bool = False
+    kv_victim: str = "policy"  # who KV exhaustion evicts: the policy's last, or vLLM's latest arrival
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -50,6 +52,8 @@ class EngineOptions:
             raise ValueError(f"host_kv_blocks must be >= 1, got {self.host_kv_blocks}")
         if self.preemption == "recompute" and self.host_kv_blocks is not None:
             raise ValueError("host_kv_blocks (--host-kv-blocks) sizes the CPU tier: it needs preemption 'swap' or 'offload'")
+        if self.kv_victim not in KV_VICTIM_RULES:
+            raise ValueError(f"unknown --kv-victim {self.kv_victim!r}; valid: {', '.join(KV_VICTIM_RULES)}")
         if self.preemption != "swap" and self.batched_swap:
             raise ValueError("batched_swap applies to preemption 'swap' (offload always batches)")
 
@@ -61,6 +65,7 @@ class EngineOptions:
             prefix_cache=self.prefix_cache if variant.prefix_cache is None else variant.prefix_cache,
             preemption=self.preemption, beta=self.beta, max_num_seqs=self.max_num_seqs,
             num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap,
+            kv_victim=self.kv_victim,
         )
 
     def to_json(self) -> dict:
@@ -70,7 +75,8 @@ class EngineOptions:
         return registry.EngineSpec(
             preset=self.preset, starvation=StarvationConfig(beta=self.beta), batching=self.batching,
             prefix_caching=self.prefix_cache, preemption=self.preemption, max_num_seqs=self.max_num_seqs,
-            num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap)
+            num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap,
+            kv_victim=self.kv_victim)
 
 
 def check_available(options: EngineOptions) -> None:

@@ -24,6 +24,12 @@ from shared.engine.api import DictProgramDirectory, ProgramDirectory
 from shared.engine.program_meta import ProgramMeta
 
 CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds SchedulerSettings fields
+# Who KV exhaustion inside a step evicts. "policy": the runner the policy's own order puts last
+# (worst class of service, then worst policy key): it is re-admitted after every call that stays,
+# so it never displaces the call that evicted it (no evict/re-admit ping-pong). "arrival": vLLM's
+# own rule under its priority policy (worst client class, then the latest arrival), which ignores
+# program levels: under ATLAS a fresh level-0 call is evicted while a demoted one keeps running.
+KV_VICTIM_RULES = ("policy", "arrival")
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,11 @@ class SchedulerSettings:
     max_preemptions_per_decision: int = 8
     starvation_check_interval_s: float = 0.25
     key_refresh_interval_s: float = 0.05  # program ledgers re-read at most this often (as lite)
+    kv_victim: str = "policy"  # one of KV_VICTIM_RULES
 
     def __post_init__(self) -> None:
+        if self.kv_victim not in KV_VICTIM_RULES:
+            raise ValueError(f"unknown kv_victim rule {self.kv_victim!r}; valid: {', '.join(KV_VICTIM_RULES)}")
         if self.preemption_interval_steps < 1 or self.max_preemptions_per_decision < 1:
             raise ValueError("preemption_interval_steps and max_preemptions_per_decision must be >= 1")
         if self.starvation_check_interval_s < 0 or self.key_refresh_interval_s < 0:
@@ -50,7 +59,7 @@ class SchedulerSettings:
         raw = dict(raw or {})
         known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap",
                  "preemption_interval_steps", "max_preemptions_per_decision", "starvation_check_interval_s",
-                 "key_refresh_interval_s"}
+                 "key_refresh_interval_s", "kv_victim"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown autellix scheduler settings {unknown}; known: {sorted(known)}")
@@ -64,7 +73,7 @@ class SchedulerSettings:
         return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)),
                    int(raw.get("preemption_interval_steps", 4)), int(raw.get("max_preemptions_per_decision", 8)),
                    float(raw.get("starvation_check_interval_s", 0.25)),
-                   float(raw.get("key_refresh_interval_s", 0.05)))
+                   float(raw.get("key_refresh_interval_s", 0.05)), str(raw.get("kv_victim", "policy")))
 
     def to_config(self) -> dict[str, Any]:
         """The `additional_config["autellix"]` dict that reproduces these settings."""
@@ -74,7 +83,7 @@ class SchedulerSettings:
                 "min_class_gap": self.min_class_gap, "preemption_interval_steps": self.preemption_interval_steps,
                 "max_preemptions_per_decision": self.max_preemptions_per_decision,
                 "starvation_check_interval_s": self.starvation_check_interval_s,
-                "key_refresh_interval_s": self.key_refresh_interval_s}
+                "key_refresh_interval_s": self.key_refresh_interval_s, "kv_victim": self.kv_victim}
 
 
 @dataclass(slots=True, eq=False)
@@ -319,11 +328,20 @@ class ProgramScheduleState:
     def decision_made(self) -> None:
         self._steps_since_decision = 0
 
-    @staticmethod
-    def kv_victim(running: list[CallState]) -> CallState:
-        """The runner KV exhaustion inside a step evicts: vLLM's own rule under its priority policy
-        (the worst client priority, then the latest arrival), which our class leaves in place."""
-        return max(running, key=lambda c: (c.outer, c.arrival_s))
+    def kv_victim(self, running: list[CallState]) -> CallState:
+        """The runner KV exhaustion inside a step evicts, by the settings' rule (KV_VICTIM_RULES)."""
+        return max(running, key=self._victim_order)
+
+    def kv_victim_ranks(self, running: list[CallState]) -> dict[str, int]:
+        """Each runner's rank in the victim order (the highest is evicted first): a shell whose
+        engine evicts by max rank (vLLM: max (priority, arrival)) evicts as `kv_victim` does, and
+        keeps doing so as victims leave (a total order stays one on every subset)."""
+        return {c.call_id: i for i, c in enumerate(sorted(running, key=self._victim_order))}
+
+    def _victim_order(self, call: CallState) -> tuple:
+        if self.settings.kv_victim == "arrival":
+            return (call.outer, call.arrival_s, call.seq)
+        return (call.outer,) + call.key + (call.arrival_s, call.seq)
 
     @staticmethod
     def full_key(call: CallState) -> tuple:

@@ -33,6 +33,7 @@ class EngineSpec:
     kv_retention: RetentionConfig | None = None  # workflow-aware retention; None: plain prefix LRU
     host_kv_blocks: int | None = None  # the host tier's size (lite: None is unbounded)
     batched_swap: bool = False  # lite: one copy for all of a call's blocks
+    kv_victim: str = "policy"  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
 
 
 Builder = Callable[[str, SchedulingPolicy, ProgramDirectory, EngineSpec], Engine]
@@ -44,7 +45,8 @@ def _lite(engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory,
     config = LiteEngineConfig(
         preset=spec.preset, mode=spec.batching, prefix_caching=spec.prefix_caching, preemption=spec.preemption,
         starvation=spec.starvation, max_num_seqs=spec.max_num_seqs, num_blocks=spec.num_blocks,
-        kv_retention=spec.kv_retention, swap_space_blocks=spec.host_kv_blocks, batched_swap=spec.batched_swap)
+        kv_retention=spec.kv_retention, swap_space_blocks=spec.host_kv_blocks, batched_swap=spec.batched_swap,
+        kv_victim=spec.kv_victim)
     return LiteEngine(engine_id, policy, directory, config)
 
 
@@ -59,7 +61,7 @@ def _emulated(engine_id: str, policy: SchedulingPolicy, directory: ProgramDirect
         engine_id, policy, directory, preset=spec.preset, starvation=spec.starvation,
         chunked_prefill=spec.batching == "v1", prefix_caching=spec.prefix_caching,
         max_num_seqs=spec.max_num_seqs, num_kv_blocks=spec.num_blocks, kv_retention=spec.kv_retention,
-        **cpu_tier)
+        kv_victim=spec.kv_victim, **cpu_tier)
 
 
 BACKENDS: dict[str, Builder] = {"lite": _lite, "emulated": _emulated}

@@ -246,6 +246,7 @@ class _ProgramAware(_CallTracking):
         self.policy = SchedulingPolicy.PRIORITY  # stock KV-exhaustion preemption then picks the worst level
         self.waiting = KeyedRequestQueue(self._key_of)
         self.kv_holding_waiting = KeyedRequestQueue(self._key_of)
+        self._client_priorities: list[tuple[Request, int]] = []  # runners ranked for one schedule()
 
     def _key_of(self, request: Request) -> tuple:
         """vLLM's own priority first (classes of service), then the policy key inside it."""
@@ -275,6 +276,30 @@ class _ProgramAware(_CallTracking):
             self._apply_key(call)
 
     def _before_schedule(self, now_s: float) -> None:
+        self._plan_before_schedule(now_s)
+        self._rank_kv_victims()
+
+    def _rank_kv_victims(self) -> None:
+        """When KV runs out vLLM evicts max (priority, arrival): for this schedule() only, each
+        runner's priority is its rank in the state's victim order, so vLLM evicts the state's
+        victim (`kv_victim`, lite's too); `_after_schedule` puts the client's priority back.
+        Runners are also placed in that order: vLLM stops its running loop when the call it is
+        placing is the victim, so the victim must come last or the calls behind it lose the
+        step (lite never cuts a step short)."""
+        calls = self.program_state.calls
+        ranks = self.program_state.kv_victim_ranks([calls[r.request_id] for r in self.running if r.request_id in calls])
+        self._client_priorities = [(r, r.priority) for r in self.running if r.request_id in ranks]
+        for r, _ in self._client_priorities:
+            r.priority = ranks[r.request_id]
+        self.running.sort(key=lambda r: ranks.get(r.request_id, -1))
+
+    def _after_schedule(self, so: SchedulerOutput, now_s: float) -> None:
+        for r, priority in self._client_priorities:
+            r.priority = priority
+        self._client_priorities = []
+        super()._after_schedule(so, now_s)
+
+    def _plan_before_schedule(self, now_s: float) -> None:
         """The same decisions, in the same order, as the lite engine's shell (lite/priorities.py)."""
         state, calls = self.program_state, self.program_state.calls
         if self.waiting:  # keys order waiting calls only: with none, nothing to refresh

@@ -93,7 +93,7 @@ class EmulatedVllmEngine:
                  chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
                  max_model_len: int = 131072, kv_retention: RetentionConfig | None = None,
-                 cpu_tier_blocks: int | None = None) -> None:
+                 cpu_tier_blocks: int | None = None, kv_victim: str = "policy") -> None:
         from shared.engine import vllm_cpu as va  # vLLM's scheduler on the CPU (imports vLLM)
 
         self._va = va
@@ -101,7 +101,7 @@ class EmulatedVllmEngine:
         self.policy = policy
         self.cost = cost or CostModel(preset)
         self.kind = scheduler_kind_for(policy, baseline)
-        settings = SchedulerSettings(policy=policy, starvation=starvation or StarvationConfig())
+        settings = SchedulerSettings(policy=policy, starvation=starvation or StarvationConfig(), kv_victim=kv_victim)
         self.num_kv_blocks = num_kv_blocks or self.cost.num_kv_blocks
         self.max_model_len = max_model_len
         offload = None

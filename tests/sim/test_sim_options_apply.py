@@ -67,6 +67,7 @@ LITE_CASES = [
 SWEEP_CASES = [
     ("--no-prefix-cache", None, lambda e, s: lite_cfg(e).prefix_caching, False),
     ("--preemption", "swap", lambda e, s: lite_cfg(e).preemption.value, "swap"),
+    ("--kv-victim", "arrival", lambda e, s: lite_cfg(e).kv_victim, "arrival"),
 ]
 
 
@@ -134,7 +135,8 @@ SWEEP_ONLY_ARGV = {"sweep": ["--sweep"], "slo": ["--slo", "0.1"], "slo_multiple"
                    "prefix_cache": ["--no-prefix-cache"], "bisect_steps": ["--bisect-steps", "2"],
                    "max_programs": ["--max-programs", "50"], "no_doubling_check": ["--no-doubling-check"],
                    "quick": ["--quick"], "arrivals": ["--arrivals", "burst"], "regimes": ["--regimes"],
-                   "regime_programs": ["--regime-programs", "50"], "host_kv_blocks": ["--host-kv-blocks", "100"]}
+                   "regime_programs": ["--regime-programs", "50"], "host_kv_blocks": ["--host-kv-blocks", "100"],
+                   "kv_victim": ["--kv-victim", "arrival"]}
 
 
 @pytest.mark.parametrize("dest", list(SWEEP_ONLY))
@@ -158,6 +160,7 @@ def test_kv_options_are_refused_in_the_sweep(dest, capsys):
     (["--workload", "nope"], "valid workloads: "),
     (["--max-num-seqs", "0"], "--max-num-seqs must be >= 1"),
     (["--num-blocks", "0"], "--num-blocks must be >= 1"),
+    (["--kv-victim", "lifo"], "valid: policy, arrival"),
     (["--locality-threshold", "-1"], "--locality-threshold must be >= 0"),
 ])
 def test_bad_names_and_limits_in_the_sweep(argv, needle, capsys):

@@ -29,16 +29,18 @@ def _trace() -> list[tuple[float, EngineCall]]:
             c("d0", "D", 40, 500, 3.0, 6), c("e0", "E", 500, 20, 3.2, 7)]
 
 
-def _engines(policy: str, beta: float | None, max_num_seqs: int = 2, num_blocks: int | None = None):
+def _engines(policy: str, beta: float | None, max_num_seqs: int = 2, num_blocks: int | None = None,
+             kv_victim: str = "policy"):
     policy_obj = SchedulingPolicy(policy)
     dirs = (DictProgramDirectory(), DictProgramDirectory())
     for d in dirs:
         d.ledger("H").service_s = 6.0  # level 3 under PLAS/ATLAS: fresh programs outrank it
     starvation = StarvationConfig(beta=beta)
     lite = LiteEngine("lite", policy_obj, dirs[0], LiteEngineConfig(
-        max_num_seqs=max_num_seqs, prefix_caching=False, starvation=starvation, num_blocks=num_blocks))
+        max_num_seqs=max_num_seqs, prefix_caching=False, starvation=starvation, num_blocks=num_blocks,
+        kv_victim=kv_victim))
     vllm = EmulatedVllmEngine("vllm", policy_obj, dirs[1], max_num_seqs=max_num_seqs, prefix_caching=False,
-                              starvation=starvation, num_kv_blocks=num_blocks)
+                              starvation=starvation, num_kv_blocks=num_blocks, kv_victim=kv_victim)
     def lite_calls():
         lite._running_calls()  # lite charges decoders' service lazily: bring every level up to date
         return lite.sched.calls
@@ -71,12 +73,15 @@ def _decisions(engine, directory, calls_of, aggregation):
     raise AssertionError("the trace did not finish")
 
 
-@pytest.mark.parametrize("policy, beta, max_num_seqs, num_blocks", [
-    ("plas", None, 2, None), ("atlas", 0.5, 2, None), ("mlfq", None, 2, None), ("srpt", None, 2, None),
-    ("plas", None, 4, 80),  # KV-bound: proactive KV preemptions and KV exhaustion inside steps
+@pytest.mark.parametrize("policy, beta, max_num_seqs, num_blocks, kv_victim", [
+    ("plas", None, 2, None, "policy"), ("atlas", 0.5, 2, None, "policy"), ("mlfq", None, 2, None, "policy"),
+    ("srpt", None, 2, None, "policy"),
+    # KV-bound: proactive KV preemptions and KV exhaustion inside steps, under both victim rules
+    ("plas", None, 4, 80, "policy"), ("plas", None, 4, 80, "arrival"), ("atlas", 0.5, 4, 80, "policy"),
+    ("serpt", None, 4, 80, "policy"), ("serpt", None, 4, 80, "arrival"),
 ])
-def test_lite_and_vllm_decide_the_same_step_by_step(policy, beta, max_num_seqs, num_blocks):
-    (lite, ld, lcalls), (vllm, vd, vcalls) = _engines(policy, beta, max_num_seqs, num_blocks)
+def test_lite_and_vllm_decide_the_same_step_by_step(policy, beta, max_num_seqs, num_blocks, kv_victim):
+    (lite, ld, lcalls), (vllm, vd, vcalls) = _engines(policy, beta, max_num_seqs, num_blocks, kv_victim)
     agg = SchedulingPolicy(policy).aggregation if policy != "srpt" else ServiceAggregation.SUM
     ours, theirs = _decisions(lite, ld, lcalls, agg), _decisions(vllm, vd, vcalls, agg)
     for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):

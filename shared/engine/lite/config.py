@@ -9,7 +9,7 @@ from shared.core.kv_retention import RetentionConfig
 from shared.core.starvation import StarvationConfig
 from shared.core.tool_profiles import ToolProfileConfig
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
-from shared.engine.program_sched import SchedulerSettings
+from shared.engine.program_sched import KV_VICTIM_RULES, SchedulerSettings
 
 _SCHED = SchedulerSettings()  # the scheduling knobs' defaults: the vLLM scheduler class's own
 
@@ -55,6 +55,7 @@ class LiteEngineConfig:
     key_refresh_interval_s: float = _SCHED.key_refresh_interval_s
     starvation: StarvationConfig = field(default_factory=StarvationConfig)
     starvation_check_interval_s: float = _SCHED.starvation_check_interval_s
+    kv_victim: str = _SCHED.kv_victim  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
     v0_watermark: float = 0.01  # vLLM V0 BlockSpaceManager watermark: admit only above 1% free blocks
     # workflow-aware KV retention (docs/design/kv_retention.md); None: off, plain prefix-cache LRU
     kv_retention: RetentionConfig | None = None
@@ -72,6 +73,8 @@ class LiteEngineConfig:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {self.num_blocks}")
+        if self.kv_victim not in KV_VICTIM_RULES:
+            raise ValueError(f"unknown kv_victim rule {self.kv_victim!r}; valid: {', '.join(KV_VICTIM_RULES)}")
         if self.preemption_interval_steps < 1:
             raise ValueError(f"preemption_interval_steps must be >= 1, got {self.preemption_interval_steps}")
         if self.key_refresh_interval_s < 0 or self.starvation_check_interval_s < 0:

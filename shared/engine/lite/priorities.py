@@ -29,7 +29,7 @@ class PriorityMixin:
         self.sched = ProgramScheduleState(SchedulerSettings(
             self.policy, cfg.starvation, preemption_interval_steps=cfg.preemption_interval_steps,
             starvation_check_interval_s=cfg.starvation_check_interval_s,
-            key_refresh_interval_s=cfg.key_refresh_interval_s), self.programs)
+            key_refresh_interval_s=cfg.key_refresh_interval_s, kv_victim=cfg.kv_victim), self.programs)
         self._tenant_ranks: dict[str, int] | None = None  # None: no tenant order (one outer class)
         self._missing_rank: int | None = None
         self._tenant_of: Mapping[str, str] = {}
@@ -112,7 +112,7 @@ class PriorityMixin:
             self._preempt(seqs[p.victim], preempted, chunks, kv_exhausted=False)
 
     def _kv_victim(self) -> Seq:
-        """KV ran out for a running call: the victim vLLM's own scheduler picks (the state's rule)."""
+        """KV ran out for a running call: the state's victim (the vLLM shell makes vLLM pick the same)."""
         return self.seqs[self.sched.kv_victim(self._running_calls()).call_id]
 
     def _maintain(self, now_s: float, promoted: list[str]) -> None:
