@@ -7,8 +7,8 @@ role permissions, PostgreSQL), opens a victim session with one applied call, and
 
 1. from an unauthenticated connection, and one with a wrong password: every payload (the server
    must refuse the connection, so nothing is sent);
-2. from every role's connection (the five services and the CLI) to each subject that role may not
-   publish: every payload kind, forged valid messages included (the server must refuse each one);
+2. from every role's connection (the five services, each engine as its own user, and the CLI) to
+   each subject that role may not publish (engine e0's user: e1's heartbeat, queue, completions): every payload kind, forged valid messages included (the server must refuse each one);
 3. from the role that may publish the subject: malformed and out-of-range payloads only (a forged
    valid message from the right role is trusted by design), one kind at a time, counting which
    consumers reported a rejection (`errors.<service>`) and which took one without a word.
@@ -36,7 +36,7 @@ from nats.aio.client import Client
 
 from loadgen.fuzz import observe
 from loadgen.fuzz.payloads import FORGED, KINDS, MALFORMED, OUT_OF_RANGE, Context, Payload, payloads
-from loadgen.fuzz.targets import FORGER_ROLES, Target, may_publish, mesh_targets
+from loadgen.fuzz.targets import Target, forger_users, may_publish, mesh_targets
 from shared.bus.connection import is_permission_violation
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -50,7 +50,7 @@ SETTLE_S = 0.5  # after a role's batch: its reports arrive within milliseconds
 class Mesh:
     """What the fuzzer needs of a running mesh."""
     nats_address: str
-    url_for: Callable[[str], str]  # role -> URL with its credentials
+    url_for: Callable[[str], str]  # role (or engine_agent.<id>) -> URL with its credentials
     database_url: str
     api_url: str
     api_key: str
@@ -149,7 +149,7 @@ async def _unauthenticated(mesh: Mesh, targets: list[Target], ctx: Context, rng:
 async def _wrong_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: random.Random, variants: int,
                        reports: Reports) -> list[dict]:
     out = []
-    for role in FORGER_ROLES:
+    for role in forger_users(mesh.engines):
         forger = await Forger().connect(mesh.url_for(role), f"_INBOX.{role}")
         reports.batch = f"wrong_role:{role}"
         sent: Counter[str] = Counter()
@@ -176,13 +176,13 @@ async def _right_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: ran
     consumer): sent, and rejections reported."""
     rows = []
     forgers: dict[str, Forger] = {}
-    for role in FORGER_ROLES:
+    for role in forger_users(mesh.engines):
         forgers[role] = await Forger().connect(mesh.url_for(role), f"_INBOX.{role}")
     try:
         for kind in (*MALFORMED, *OUT_OF_RANGE):
             reports.batch = f"right_role:{kind}"
             for target in targets:
-                publishers = [r for r in FORGER_ROLES if may_publish(r, target.subject)]
+                publishers = [r for r in forgers if may_publish(r, target.subject)]
                 batch = _payloads_for(target, (kind,), ctx, rng, variants)
                 if not publishers or not batch:
                     continue

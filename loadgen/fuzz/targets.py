@@ -1,7 +1,7 @@
 """What the mesh listens on, as concrete subjects to send to, and who may publish where.
 
-The listening subjects are every service role's subscribe permissions (shared/runtime/nats_roles.py),
-each wildcard filled with the tokens a live stack uses (its engines, a victim session), so a
+The listening subjects are every service role's subscribe permissions (shared/runtime/nats_roles.py;
+the engine role's are each live engine's own user's), each wildcard filled with the tokens a live stack uses (its engines, a victim session), so a
 forgery reaches the consumers that would act on it. Each subject carries the message types its
 consumers take, so valid-looking forgeries can be built for it. Inboxes are left out: a reply
 inbox's subject is the client library's random token, not something a consumer listens on by name.
@@ -14,7 +14,20 @@ from dataclasses import dataclass
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.codec import MESSAGE_TYPES
-from shared.runtime.nats_roles import CLI, OWNED_DURABLES, PERMISSIONS, PROCESS_TABLE, SERVICE_ROLES
+from shared.runtime.nats_roles import (
+    CLI,
+    CONTROLLER,
+    ENGINE_AGENT,
+    OWNED_DURABLES,
+    PERMISSIONS,
+    PROCESS_TABLE,
+    ROUTER,
+    SERVICE_ROLES,
+    SESSION_API,
+    engine_permissions,
+    engine_user,
+    permissions_of,
+)
 
 P = subjects.PREFIX
 
@@ -38,9 +51,10 @@ def subject_matches(pattern: str, subject: str) -> bool:
     return len(want) == len(have)
 
 
-def may_publish(role: str, subject: str) -> bool:
-    """Whether the server lets `role` publish `subject` (allow list minus deny list)."""
-    perms = PERMISSIONS[role]
+def may_publish(user: str, subject: str) -> bool:
+    """Whether the server lets `user` (a role, or an engine's user) publish `subject` (allow list
+    minus deny list)."""
+    perms = permissions_of(user)
     return (any(subject_matches(p, subject) for p in perms.publish)
             and not any(subject_matches(p, subject) for p in perms.publish_deny))
 
@@ -54,12 +68,15 @@ _TYPES_BY_PATTERN = {
     "cmd.session.lookup": ("LookupSession",), "cmd.limits.*": ("AdmitCalls", "LimitUsage"),
     "hb.engine.*": ("EngineHeartbeat",), "state.engine.*.queue": ("EngineQueueSnapshot",),
     "state.program.*": ("ProgramServiceUpdated",), "state.tenants": ("TenantShares",),
-    "completions.*": ("CallCompleted",),
+    "completions.*.*": ("CallCompleted",),
 }
 
 
-def _types_of(pattern: str) -> tuple[type, ...]:
+def _types_of(pattern: str, engines: list[str]) -> tuple[type, ...]:
     tail = pattern.removeprefix(f"{P}.")
+    parts = tail.split(".")
+    if len(parts) == 3 and parts[1] == "engine" and parts[2] in engines:  # an engine's own: cmd.engine.e0
+        tail = f"{parts[0]}.engine.*"
     if tail.startswith("events.*."):
         names: tuple[str, ...] = (MESSAGE_TYPES[tail.removeprefix("events.*.")].__name__,)
     elif tail.startswith("cmd.health."):
@@ -75,6 +92,8 @@ def _fill(pattern: str, engines: list[str], program_id: str) -> list[str]:
         raise ValueError(f"{pattern!r}: a '>' subscription outside an inbox has no concrete subject here")
     if "*" not in pattern:
         return [pattern]
+    if pattern == subjects.all_completions():  # a completion names its program and its engine
+        return [subjects.completion(program_id, e) for e in [*engines, "e-fuzz"]]
     if ".engine.*" in pattern:
         return [pattern.replace("*", e, 1) for e in [*engines, "e-fuzz"]]
     if pattern == f"{P}.cmd.limits.*":  # the limit owner's two commands
@@ -86,9 +105,9 @@ def _fill(pattern: str, engines: list[str], program_id: str) -> list[str]:
 DURABLE_INPUTS = {PROCESS_TABLE: (subjects.all_completions(), subjects.events_of_type(m.ProgramPromoted))}
 
 
-def listening_patterns() -> dict[str, tuple[str, ...]]:
-    """Every subscribe permission of the service roles (inboxes aside) and every durable consumer's
-    filter -> the roles that consume it."""
+def listening_patterns(engines: list[str]) -> dict[str, tuple[str, ...]]:
+    """Every subscribe permission of the service roles (each engine's own user for the engine
+    role; inboxes aside) and every durable consumer's filter -> the roles that consume it."""
     for role, durables in OWNED_DURABLES.items():
         if len(DURABLE_INPUTS.get(role, ())) != len(durables):
             raise KeyError(f"{role}'s durable consumers changed: list their filter subjects in DURABLE_INPUTS")
@@ -97,7 +116,8 @@ def listening_patterns() -> dict[str, tuple[str, ...]]:
         for pattern in filters:
             out.setdefault(pattern, []).append(role)
     for role in SERVICE_ROLES:
-        for pattern in PERMISSIONS[role].subscribe:
+        perms = [engine_permissions(e) for e in engines] if role == ENGINE_AGENT else [PERMISSIONS[role]]
+        for pattern in dict.fromkeys(p for perm in perms for p in perm.subscribe):
             if pattern.startswith("_INBOX."):
                 continue
             out.setdefault(pattern, []).append(role)
@@ -105,10 +125,19 @@ def listening_patterns() -> dict[str, tuple[str, ...]]:
 
 
 def mesh_targets(engines: list[str], program_id: str) -> list[Target]:
-    return [Target(subject, pattern, _types_of(pattern), roles)
-            for pattern, roles in sorted(listening_patterns().items())
-            for subject in _fill(pattern, engines, program_id)]
+    """One target per concrete subject (an engine's own hb.engine.e0 and the API's hb.engine.*
+    meet there: one target, both consumers)."""
+    out: dict[str, Target] = {}
+    for pattern, roles in sorted(listening_patterns(engines).items()):
+        for subject in _fill(pattern, engines, program_id):
+            seen = out.get(subject)
+            consumers = (*seen.consumers, *roles) if seen else roles
+            out[subject] = Target(subject, seen.pattern if seen else pattern, _types_of(pattern, engines),
+                                  tuple(dict.fromkeys(consumers)))
+    return list(out.values())
 
 
-# the connections a forger can hold: every service role, and the read-only CLI role
-FORGER_ROLES = (*SERVICE_ROLES, CLI)
+def forger_users(engines: list[str]) -> tuple[str, ...]:
+    """The connections a forger can hold: every service role (each engine's own user: e0's may
+    not speak for e1), and the read-only CLI role."""
+    return (SESSION_API, ROUTER, *(engine_user(e) for e in engines), PROCESS_TABLE, CONTROLLER, CLI)

@@ -11,8 +11,10 @@ from pydantic import Field, field_validator, model_validator
 from services.engine_agent.host_id import host_engine_id
 from services.engine_agent.outbox import DEFAULT_MAX_ENTRIES
 from services.policy_setting import DEFAULT_POLICY, PolicySetting
+from shared.bus.connection import url_user
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.engine.registry import SIMULATED_BACKENDS
+from shared.runtime.nats_roles import ENGINE_AGENT, engine_user
 from shared.settings import MeshSettings
 
 REAL_BACKENDS = ("vllm", "upstream")
@@ -97,6 +99,17 @@ class EngineAgentSettings(MeshSettings):
         if self.engine_backend != "vllm" and (self.engine_model or self.engine_vllm_args):
             raise ValueError(f"ENGINE_MODEL and ENGINE_VLLM_ARGS apply to backend vllm only, not "
                              f"{self.engine_backend!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _logs_in_as_its_own_engine(self) -> EngineAgentSettings:
+        # each engine has its own NATS user (nats_roles.engine_user): another engine's would be
+        # refused on every subject this one publishes, so say so at start-up instead
+        user = url_user(self.nats_url)
+        if user.partition(".")[0] == ENGINE_AGENT and user != engine_user(self.engine_id):
+            raise ValueError(f"engine {self.engine_id!r} must log in to NATS as {engine_user(self.engine_id)!r}, "
+                             f"not {user!r}: give it its own credential (docs/security.md: adding an engine), "
+                             "or set ENGINE_ID to the engine that credential is for")
         return self
 
     @field_validator("engine_preset")

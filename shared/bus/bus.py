@@ -31,6 +31,7 @@ from shared.bus.incoming import BatchHandler, Handler, Incoming
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.attribution import attribution_problem
 from shared.protocol.envelope import Publisher, decode, make_publisher_id
 from shared.protocol.errors import ErrorCode, ProtocolError
 
@@ -155,6 +156,11 @@ class Bus:
             await self.reject(subject, reply, ErrorCode.BAD_REQUEST,
                               f"unexpected message type {decoded.envelope.type!r} (this subject takes {wanted})",
                               decoded.envelope.type)
+            return None
+        # an engine's subject binds the body's engine (attribution.py): e1 cannot speak for e0
+        problem = attribution_problem(subject, decoded.body)
+        if problem is not None:
+            await self.reject(subject, reply, ErrorCode.BAD_REQUEST, problem, decoded.envelope.type)
             return None
         return Incoming(subject, reply, decoded.envelope, decoded.body, self)
 

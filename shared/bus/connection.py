@@ -12,6 +12,7 @@ so replies and token streams stay with the role that asked for them.
 from __future__ import annotations
 
 import asyncio
+import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import nats
@@ -31,6 +32,7 @@ MAX_OUTSTANDING_PINGS = 2
 # behind a cut link costs this much
 SERVER_CONNECT_TIMEOUT_S = 2.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
+_SUBJECT_SAFE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 
 def url_user(url: str) -> str:
@@ -39,8 +41,9 @@ def url_user(url: str) -> str:
 
 
 def inbox_prefix(url: str) -> str:
+    # a role ("router") or an engine's user ("engine_agent.gpu-node-3"): tokens of [A-Za-z0-9_-]
     user = url_user(url)
-    return f"{DEFAULT_INBOX_PREFIX}.{user}" if user and user.isidentifier() else DEFAULT_INBOX_PREFIX
+    return f"{DEFAULT_INBOX_PREFIX}.{user}" if user and _SUBJECT_SAFE.fullmatch(user) else DEFAULT_INBOX_PREFIX
 
 
 def split_credentials(url: str) -> tuple[list[str], dict[str, str]]:

@@ -126,7 +126,7 @@ def _target(bus: Bus, msg: Any) -> tuple[str, bytes]:
     """Where an event is stored and its bytes; a completion's audit copy goes out here, unacked."""
     data = bus.publisher.encode(msg)
     if isinstance(msg, m.CallCompleted):
-        return subjects.completion(msg.program_id), data
+        return subjects.completion(msg.program_id, msg.engine_id), data
     return subjects.event(msg), data
 
 

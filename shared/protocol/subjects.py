@@ -13,8 +13,12 @@ Hierarchy (`autellix.` prefix):
     state.program.<program_id>        ProgramServiceUpdated core
     state.tenants                     TenantShares        core (controller -> engines)
     events.<program_id>.<type>        lifecycle events    JetStream stream AUDIT (durable)
-    completions.<program_id>          CallCompleted       JetStream stream COMPLETIONS (work queue)
+    completions.<program_id>.<engine_id> CallCompleted    JetStream stream COMPLETIONS (work queue)
     errors.<service>                  ErrorRaised         core
+
+The engine's own subjects (hb, state.engine, completions) carry its id, so the server's per-engine
+permissions decide who may send them; the bus drops a message whose body names another engine
+(`shared/protocol/attribution.py`).
 
 Ids used as subject tokens must not contain '.', '*', '>' or whitespace; `token()` enforces it.
 """
@@ -167,12 +171,18 @@ def is_event(subject: str) -> bool:
 
 
 # --- call completions (JetStream COMPLETIONS stream) ---------------------------------------------
-def completion(program_id: str) -> str:
-    return f"{PREFIX}.completions.{token(program_id)}"
+def completion(program_id: str, engine_id: str) -> str:
+    """Where `engine_id` publishes a completion of `program_id`'s call (the engine is named so that
+    only that engine's NATS user may publish it)."""
+    return f"{PREFIX}.completions.{token(program_id)}.{token(engine_id)}"
+
+
+def engine_completions(engine_id: str) -> str:
+    return f"{PREFIX}.completions.*.{token(engine_id)}"
 
 
 def all_completions() -> str:
-    return f"{PREFIX}.completions.*"
+    return f"{PREFIX}.completions.*.*"
 
 
 def consumer_next(stream: str, durable: str) -> str:

@@ -6,7 +6,11 @@ listed (a permissions violation), so a process holding one role's password canno
 role's messages:
 
 - only engines publish heartbeats, queue snapshots and call completions (both the completions
-  stream's and the audit copy) and the token chunks;
+  stream's and the audit copy) and the token chunks; each engine logs in as its own user,
+  `engine_agent.<engine id>` (`engine_user`), whose heartbeat, queue-snapshot and completion
+  subjects carry its id and read only its own commands: every receiver drops a message whose body
+  names another engine than its subject (`shared/protocol/attribution.py`), so the server's
+  permission on the subject binds the body too;
 - only the process table publishes program-service updates and session events, and only it may
   change stream limits;
 - only the controller publishes promotions and tenant shares; only the router places calls on engines' behalf of
@@ -35,7 +39,8 @@ ENGINE_AGENT = "engine_agent"
 PROCESS_TABLE = "process_table"
 CONTROLLER = "controller"
 SERVICE_ROLES = (SESSION_API, ROUTER, ENGINE_AGENT, PROCESS_TABLE, CONTROLLER)
-ROLES = (*SERVICE_ROLES, CLI, ADMIN)
+# the users of fixed name; engine agents log in as `engine_user(engine_id)`, one user per engine
+ROLES = (SESSION_API, ROUTER, PROCESS_TABLE, CONTROLLER, CLI, ADMIN)
 
 P = subjects.PREFIX
 JS = "$JS.API"
@@ -50,8 +55,19 @@ OWNED_DURABLES = {
 
 
 def inbox(role: str) -> str:
-    """The inbox prefix of a role's connections (nats-py's `inbox_prefix`)."""
+    """The inbox prefix of a role's (or a user's) connections (nats-py's `inbox_prefix`)."""
     return f"_INBOX.{role}"
+
+
+def engine_user(engine_id: str) -> str:
+    """The NATS user of one engine agent: `engine_agent.<id>` (its inbox is `_INBOX.engine_agent.<id>`)."""
+    return f"{ENGINE_AGENT}.{subjects.token(engine_id)}"
+
+
+def engine_of_user(user: str) -> str | None:
+    """The engine id of an engine agent's user, None for any other user."""
+    role, dot, engine_id = user.partition(".")
+    return engine_id if role == ENGINE_AGENT and dot and engine_id else None
 
 
 def _events(*types: type) -> list[str]:
@@ -80,11 +96,11 @@ class Permissions:
     responses: bool = True  # may answer requests it received (allow_responses)
 
 
-def _service(role: str, publish: list[str], subscribe: list[str]) -> Permissions:
+def _service(role: str, publish: list[str], subscribe: list[str], user: str = "") -> Permissions:
     return Permissions(
         # health(role): the container's own health probe asks its service (docker/healthcheck.py)
         publish=[*publish, subjects.errors(role), subjects.health(role), *_create_streams(), *_own_durables(role)],
-        subscribe=[*subscribe, f"{inbox(role)}.>", subjects.health(role)])
+        subscribe=[*subscribe, f"{inbox(user or role)}.>", subjects.health(role)])
 
 
 def _others_durables() -> list[str]:
@@ -105,12 +121,6 @@ PERMISSIONS: dict[str, Permissions] = {
     ROUTER: _service(ROUTER, publish=[f"{P}.cmd.engine.*", *_events(m.CallRouted)], subscribe=[
         subjects.router_route(), subjects.all_engine_heartbeats(),
         *_events(m.CallStarted, m.CallCompleted, m.SessionClosed)]),
-    ENGINE_AGENT: _service(ENGINE_AGENT, publish=[
-        subjects.all_engine_heartbeats(), subjects.all_engine_queues(), subjects.all_completions(),
-        *_events(m.CallStarted, m.CallPreempted, m.CallCompleted),
-        f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
-        subscribe=[f"{P}.cmd.engine.*", subjects.all_program_services(), subjects.all_engine_heartbeats(),
-                   subjects.tenant_shares(), *_events(m.ProgramPromoted, m.SessionClosed)]),
     PROCESS_TABLE: _service(PROCESS_TABLE, publish=[
         subjects.all_program_services(), *_events(m.SessionOpened, m.SessionClosed),
         *[f"{JS}.STREAM.UPDATE.{s}" for s in STREAMS]],
@@ -127,3 +137,24 @@ PERMISSIONS: dict[str, Permissions] = {
         subscribe=[f"{P}.hb.>", f"{P}.state.>", f"{P}.events.>", f"{P}.errors.>", f"{inbox(CLI)}.>"],
         responses=False),
 }
+
+
+def engine_permissions(engine_id: str) -> Permissions:
+    """One engine's user: its own heartbeat, queue snapshot, completions and commands only."""
+    return _service(ENGINE_AGENT, publish=[
+        subjects.engine_heartbeat(engine_id), subjects.engine_queue(engine_id), subjects.engine_completions(engine_id),
+        # the audit events' subjects name the program, not the engine: any engine may send them
+        *_events(m.CallStarted, m.CallPreempted, m.CallCompleted),
+        f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
+        subscribe=[subjects.engine_commands(engine_id), subjects.all_program_services(),
+                   subjects.engine_heartbeat(engine_id),  # the duplicate-id check, the container's probe
+                   subjects.tenant_shares(), *_events(m.ProgramPromoted, m.SessionClosed)],
+        user=engine_user(engine_id))
+
+
+def permissions_of(user: str) -> Permissions | None:
+    """A user's permissions; None for admin (no limits). KeyError for a user of no role."""
+    if user == ADMIN:
+        return None
+    engine_id = engine_of_user(user)
+    return engine_permissions(engine_id) if engine_id is not None else PERMISSIONS[user]

@@ -43,13 +43,15 @@ __all__ = ["MAX_PAYLOAD_BYTES", "NatsServer", "nats_server_binary"]
 class NatsServer:
     """One nats-server process: `-c nats.conf -a host -p port -js -sd store_dir`. Start with `start()`.
 
-    Its role passwords live in store_dir/credentials.json (made on first start, reused after);
-    `url` carries the admin's, `url_for(role)` a role's, `address` none."""
+    Its passwords live in store_dir/credentials.json (made on first start, reused after): one per
+    role, and one per engine of `engine_ids` (each engine agent logs in as its own user). `url`
+    carries the admin's, `url_for(role)` a role's, `engine_url(engine_id)` an engine's, `address` none."""
 
     store_dir: Path
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free one
     log_path: Path | None = None  # default: store_dir/nats.log
+    engine_ids: tuple[str, ...] = ()  # the engines that get a user (those already in the store keep theirs)
     process: subprocess.Popen | None = field(default=None, init=False)
     credentials: NatsCredentials | None = field(default=None, init=False)
 
@@ -67,6 +69,12 @@ class NatsServer:
             raise RuntimeError("NATS server not started: no credentials yet")
         return self.credentials.url(self.address, role)
 
+    def engine_url(self, engine_id: str) -> str:
+        """Engine `engine_id`'s own URL (it must be one of `engine_ids`, or known to the store)."""
+        if self.credentials is None:
+            raise RuntimeError("NATS server not started: no credentials yet")
+        return self.credentials.engine_url(self.address, engine_id)
+
     @property
     def credentials_path(self) -> Path:
         return Path(self.store_dir) / CREDENTIALS_NAME
@@ -79,7 +87,7 @@ class NatsServer:
         if not self.port:
             self.port = free_port(self.host)
         log_path = self.log_path or self.store_dir / "nats.log"
-        self.credentials = NatsCredentials.load_or_create(self.credentials_path)
+        self.credentials = NatsCredentials.load_or_create(self.credentials_path, self.engine_ids)
         config = self.store_dir / "nats.conf"
         write_private(config, render_config(self.credentials))
         with open(log_path, "ab") as log_file:

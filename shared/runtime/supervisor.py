@@ -9,8 +9,9 @@ PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (childr
 SIGTERM if the supervisor itself is killed; only PostgreSQL, daemonized by pg_ctl, would survive
 that, and the next `autellix up` on the same state dir reuses it).
 
-NATS requires authentication: every service connects as its role (shared/runtime/nats_roles.py)
-with the password kept in nats/credentials.json (0600, made on first start); the supervisor's own
+NATS requires authentication: every service connects as its role (shared/runtime/nats_roles.py),
+each engine agent as its own user (engine_agent.<ENGINE_ID>), with the password kept in
+nats/credentials.json (0600, made on first start); the supervisor's own
 health checks and the CLI tools use the read-only `cli` role.
 
 State folder layout: nats/ (JetStream store, credentials.json, nats.conf), pg/ (PostgreSQL data), logs/<process>.log, up.json
@@ -137,15 +138,19 @@ class Stack:
             self.say(f"using external NATS at {redact_url(self.nats_url)}")
             return
         self.nats = NatsServer(self.state_dir / "nats", port=self.cfg.nats_port,
-                               log_path=self.log_dir / "nats.log")
+                               log_path=self.log_dir / "nats.log",  # a user per engine it starts:
+                               engine_ids=tuple(i.env["ENGINE_ID"] for i in self.instances if "ENGINE_ID" in i.env))
         self.nats.start()
         self.nats_url = self.nats.url  # the admin's: for in-process tools; services get their role's
         self.say(f"NATS (JetStream) at {self.nats.address}, store {self.nats.store_dir}, role credentials in "
                  f"{self.nats.credentials_path}")
 
-    def nats_url_for(self, role: str) -> str:
-        """A role's URL on the embedded server; an external NATS_URL is used as given (its own auth)."""
-        return self.nats.url_for(role) if self.nats is not None else self.nats_url
+    def nats_url_for(self, role: str, engine_id: str = "") -> str:
+        """A role's URL (an engine's own, given its id) on the embedded server; an external
+        NATS_URL is used as given (its own auth)."""
+        if self.nats is None:
+            return self.nats_url
+        return self.nats.engine_url(engine_id) if engine_id else self.nats.url_for(role)
 
     def _start_postgres(self) -> None:
         if self.database_url:
@@ -172,7 +177,8 @@ class Stack:
 
     def _service_env(self, inst: Instance) -> dict[str, str]:
         role = inst.module.rpartition(".")[2]
-        url = self.nats_url_for(role) if role in SERVICE_ROLES else (self.nats.address if self.nats else self.nats_url)
+        url = (self.nats_url_for(role, inst.env.get("ENGINE_ID", "")) if role in SERVICE_ROLES
+               else (self.nats.address if self.nats else self.nats_url))
         env = {"NATS_URL": url, "AUTELLIX_ENV": self.cfg.environment, "LOG_LEVEL": self.cfg.log_level,
                **inst.env}
         if self.database_url:

@@ -37,7 +37,7 @@ async def test_a_completion_is_stored_once_for_the_table_and_copied_to_the_audit
     program = "p" + uuid.uuid4().hex[:10]
     seq = await bus.publish_event(_completed(program, 0))
     stored = await bus.js.get_msg(subjects.COMPLETIONS_STREAM, seq)
-    assert stored.subject == subjects.completion(program)
+    assert stored.subject == subjects.completion(program, "e0")
     for _ in range(50):
         info = await bus.js.stream_info(subjects.AUDIT_STREAM, subjects_filter=subjects.events_of_program(program))
         if info.state.subjects:
@@ -95,4 +95,4 @@ async def test_the_engine_publisher_retries_until_there_is_room(small_stream):
         await asyncio.sleep(0.05)
     assert publisher.num_unpublished == 0
     msgs = await sub.fetch(1, timeout=5.0)
-    assert msgs[0].subject == subjects.completion("late")
+    assert msgs[0].subject == subjects.completion("late", "e0")

@@ -148,7 +148,7 @@ async def test_bad_messages_are_rejected_and_the_consumer_keeps_running(process_
     pid = new_id("p")
     errors: list[m.ErrorRaised] = []
     await bus.subscribe(subjects.errors("process_table"), lambda inc: _append(errors, inc.body))
-    subject = subjects.completion(pid)  # where the table reads completions
+    subject = subjects.completion(pid, "e0")  # where the table reads completions (engine e0's)
     await bus.js.publish(subject, b"\xc1 not msgpack")  # malformed bytes
     await bus.publish_event(completion(pid, new_id("c"), service_s=-1.0))  # impossible: refused at decoding (wire bounds)
     await bus.publish_event(completion(pid, new_id("c"), 2.0, 0.0))  # a good one after them
@@ -225,7 +225,7 @@ async def test_completions_the_codec_refuses_are_rejected_with_its_reason(proces
     envelope = {"schema_version": 1, "type": "call.completed", "publisher_id": "hand.made", "seq": 1,
                 "sent_at_ns": 1}
     body = {"call_id": new_id("c"), "program_id": pid, "engine_id": "e0", "service_s": 2.0, "wait_s": 0.0}
-    subject = subjects.completion(pid)  # where the table reads completions
+    subject = subjects.completion(pid, "e0")  # where the table reads completions (engine e0's)
     # a boolean is not a schema version (equal to 1 in Python, but not an int on the wire)
     await bus.js.publish(subject, msgpack.packb({**envelope, "schema_version": True, "body": body}))
     bad = {**body, "call_id": new_id("c"), "service_s": "2.0"}  # a field of the wrong type

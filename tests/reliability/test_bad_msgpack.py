@@ -56,8 +56,8 @@ def _concrete_subjects() -> dict[str, list[str]]:
         "events_of_program": [f"autellix.events.{program}.{m.ProgramPromoted.TYPE}"],
         "all_events": [f"autellix.events.{program}z.{m.SessionOpened.TYPE}"],
         # the completions stream (the process table's durable consumer)
-        "completion": [subjects.completion(program)],
-        "all_completions": [subjects.completion(f"{program}c")],
+        "completion": [subjects.completion(program, "e0")],
+        "all_completions": [subjects.completion(f"{program}c", "e1")],
     }
     return cases
 

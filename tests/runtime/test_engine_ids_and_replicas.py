@@ -44,8 +44,8 @@ def test_the_default_engine_id_is_the_host_s(monkeypatch):
 
 
 def test_a_second_agent_on_the_same_host_refuses_to_start(tmp_path):
-    with NatsServer(tmp_path / "nats") as nats:
-        env = base_env({"NATS_URL": nats.url_for("engine_agent"), "ENGINE_BACKEND": "lite",
+    with NatsServer(tmp_path / "nats", engine_ids=(host_engine_id(socket.gethostname()),)) as nats:
+        env = base_env({"NATS_URL": nats.engine_url(host_engine_id(socket.gethostname())), "ENGINE_BACKEND": "lite",
                         "HEARTBEAT_INTERVAL_S": "0.2"})
         env.pop("ENGINE_ID", None)
         env.pop("CUDA_VISIBLE_DEVICES", None)

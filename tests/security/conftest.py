@@ -1,4 +1,5 @@
-"""A NATS server of this package's own (its generated role configuration), and clients per role."""
+"""A NATS server of this package's own (its generated role configuration, with engines e0 and e1
+as users of their own), and clients per role (or engine user)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from shared.runtime.nats_server import NatsServer
 
 @pytest.fixture(scope="package")
 def nats_server(tmp_path_factory):
-    server = NatsServer(tmp_path_factory.mktemp("nats-security")).start()
+    server = NatsServer(tmp_path_factory.mktemp("nats-security"), engine_ids=("e0", "e1")).start()
     yield server
     server.stop()
 
@@ -48,7 +49,7 @@ class RoleClient:
 async def connect_as(nats_server):
     clients: list[RoleClient] = []
 
-    async def connect(role: str) -> RoleClient:
+    async def connect(role: str) -> RoleClient:  # a role, or an engine's user (engine_agent.e0)
         client = RoleClient()
         url = nats_server.url_for(role)
         client.nc = await nats.connect(url, inbox_prefix=inbox_prefix(url), error_cb=client.on_error,

@@ -20,7 +20,7 @@ def _forgeries(sid: str) -> list[tuple[str, object]]:
     completed = m.CallCompleted(call_id=f"{sid}-forged", program_id=sid, engine_id="e0", service_s=999.0,
                                 wait_s=0.0, tenant="acme")
     return [
-        (subjects.completion(sid), completed),  # charge or credit a program
+        (subjects.completion(sid, "e0"), completed),  # charge or credit a program
         (subjects.event(completed), completed),
         (subjects.event(m.ProgramPromoted(program_id=sid, epoch=1, ratio=9.0)),
          m.ProgramPromoted(program_id=sid, epoch=1, ratio=9.0)),  # reset its service

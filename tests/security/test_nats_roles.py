@@ -1,10 +1,12 @@
 """Each role's NATS permissions on a real nats-server with the generated configuration: what a
 role must not publish or read is refused by the server (a permissions violation), and nothing of it
-reaches the subscribers; what the role needs still goes through."""
+reaches the subscribers; what the role needs still goes through. Each engine is a user of its own
+(engine_agent.e0, engine_agent.e1): e1 may not send e0's heartbeat, queue snapshot or completions."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import nats
 import nats.errors
@@ -21,23 +23,27 @@ from shared.runtime.nats_roles import (
     ENGINE_AGENT,
     PROCESS_TABLE,
     ROLES,
+    ROUTER,
     SERVICE_ROLES,
     SESSION_API,
+    engine_user,
     inbox,
 )
 
-NON_ADMIN = (*SERVICE_ROLES, CLI)
-# state-changing messages and the only role that may send each
+E0, E1 = engine_user("e0"), engine_user("e1")
+SERVICE_USERS = (SESSION_API, ROUTER, E0, E1, PROCESS_TABLE, CONTROLLER)
+NON_ADMIN = (*SERVICE_USERS, CLI)
+# state-changing messages and the only users that may send each
 FORGERIES = {
-    "completion": ("autellix.completions.p1", ENGINE_AGENT),
-    "completion audit copy": ("autellix.events.p1.call.completed", ENGINE_AGENT),
-    "promotion": ("autellix.events.p1.program.promoted", CONTROLLER),
-    "priority update": ("autellix.state.program.p1", PROCESS_TABLE),
-    "heartbeat": ("autellix.hb.engine.e0", ENGINE_AGENT),
-    "queue snapshot": ("autellix.state.engine.e0.queue", ENGINE_AGENT),
-    "session closed": ("autellix.events.p1.session.closed", PROCESS_TABLE),
-    "route": (subjects.router_route(), SESSION_API),
-    "session close": (subjects.session_close(), SESSION_API),
+    "completion": ("autellix.completions.p1.e0", {E0}),
+    "completion audit copy": ("autellix.events.p1.call.completed", {E0, E1}),  # names no engine
+    "promotion": ("autellix.events.p1.program.promoted", {CONTROLLER}),
+    "priority update": ("autellix.state.program.p1", {PROCESS_TABLE}),
+    "heartbeat": ("autellix.hb.engine.e0", {E0}),
+    "queue snapshot": ("autellix.state.engine.e0.queue", {E0}),
+    "session closed": ("autellix.events.p1.session.closed", {PROCESS_TABLE}),
+    "route": (subjects.router_route(), {SESSION_API}),
+    "session close": (subjects.session_close(), {SESSION_API}),
 }
 CASES = [(kind, role) for kind in FORGERIES for role in NON_ADMIN]
 
@@ -62,15 +68,15 @@ async def _received(witness: nats.NATS, subject: str, publish, wait_s: float) ->
 
 @pytest.mark.parametrize(("kind", "role"), CASES, ids=[f"{k}-as-{r}" for k, r in CASES])
 async def test_only_the_owning_role_publishes_each_state_change(connect_as, kind, role):
-    subject, owner = FORGERIES[kind]
+    subject, owners = FORGERIES[kind]
     witness = (await connect_as(ADMIN)).nc
     client = await connect_as(role)
 
     async def publish() -> None:
         await client.nc.publish(subject, b"forged")
         await client.nc.flush()
-    delivered = await _received(witness, subject, publish, wait_s=2.0 if role == owner else 0.3)
-    if role == owner:
+    delivered = await _received(witness, subject, publish, wait_s=2.0 if role in owners else 0.3)
+    if role in owners:
         assert delivered and not client.violations
     else:
         assert not delivered, f"{role} could publish a {kind}"
@@ -90,7 +96,7 @@ async def test_a_token_stream_cannot_be_read_by_another_role(connect_as, role):
     await reader.nc.subscribe(">", cb=on_msg)
     await reader.nc.flush()
     assert await reader.refused(f"{inbox(SESSION_API)}.>") and await reader.refused(">")
-    engine = await connect_as(ENGINE_AGENT)
+    engine = await connect_as(E0)
     mine = asyncio.Event()
 
     async def on_token(_msg) -> None:
@@ -139,7 +145,8 @@ async def test_only_the_process_table_changes_stream_limits_or_pulls_its_complet
 
 
 async def test_every_service_role_starts_its_bus_and_streams(nats_server):
-    for role in SERVICE_ROLES:
+    assert set(SERVICE_ROLES) - set(SERVICE_USERS) == {ENGINE_AGENT}  # its users are per engine
+    for role in SERVICE_USERS:
         bus = await Bus.connect(nats_server.url_for(role), role)
         await bus.ensure_streams(max_age_s=3600.0)  # others' limits: kept, not an error
         assert bus.role == role and bus.nc._inbox_prefix.decode() == inbox(role)
@@ -159,10 +166,11 @@ async def test_a_request_and_its_reply_between_roles(nats_server):
     await api.close()
 
 
-@pytest.mark.parametrize("how", ["no credentials", "wrong password", "unknown user"])
+@pytest.mark.parametrize("how", ["no credentials", "wrong password", "unknown user", "the generic engine role"])
 async def test_a_connection_without_valid_credentials_is_refused(nats_server, how):
     url = {"no credentials": nats_server.address,
-           "wrong password": NatsCredentials.generate().url(nats_server.address, ENGINE_AGENT),
+           "wrong password": NatsCredentials.generate(["e0"]).engine_url(nats_server.address, "e0"),
+           "the generic engine role": nats_server.address.replace("nats://", "nats://engine_agent:pw@"),
            "unknown user": nats_server.address.replace("nats://", "nats://mallory:pw@")}[how]
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
         await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2)
@@ -179,6 +187,24 @@ def test_the_credentials_file_is_private_and_reused(tmp_path):
     path.write_text('{"router": "x"}')
     path.chmod(0o600)
     with pytest.raises(ValueError, match="every role"):
+        NatsCredentials.load_or_create(path)
+
+
+def test_each_engine_gets_a_password_of_its_own_kept_across_restarts(tmp_path):
+    path = tmp_path / "credentials.json"
+    first = NatsCredentials.load_or_create(path, ["e0", "e1"])
+    assert first.engine_ids == ("e0", "e1") and first.passwords[E0] != first.passwords[E1]
+    more = NatsCredentials.load_or_create(path, ["e1", "e2"])  # `autellix up --engines 3` on the same store
+    assert more.engine_ids == ("e0", "e1", "e2") and more.passwords[E1] == first.passwords[E1]
+    assert NatsCredentials.load_or_create(path) == more and (path.stat().st_mode & 0o777) == 0o600
+    with pytest.raises(ValueError, match="cannot be used in a NATS subject"):
+        NatsCredentials.generate(["e.0"])
+    with pytest.raises(ValueError, match="would share NATS_ENGINE_AGENT_A_B_PASSWORD"):
+        render_config(None, ["a-b", "a_b"])
+    with pytest.raises(ValueError, match="engine_url"):
+        first.url("nats://h:4222", ENGINE_AGENT)
+    path.write_text(json.dumps({**more.passwords, "mallory": "pw"}))
+    with pytest.raises(ValueError, match="users of no role.*mallory"):
         NatsCredentials.load_or_create(path)
 
 

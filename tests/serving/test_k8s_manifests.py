@@ -15,7 +15,7 @@ import yaml
 from services.settings_vocabulary import SERVICE_SETTINGS, known_variables
 from shared.runtime.catalog import SERVICES
 from shared.runtime.nats_auth import docker_config, password_variable
-from shared.runtime.nats_roles import ROLES, SERVICE_ROLES
+from shared.runtime.nats_roles import ENGINE_AGENT, ROLES, SERVICE_ROLES, engine_user
 from shared.settings import DatabaseSettings
 from shared.settings_check import env_names
 
@@ -46,6 +46,11 @@ def _containers(image_prefix: str = OUR_IMAGE) -> list[tuple[dict, dict]]:
 
 def _env(container: dict) -> dict[str, dict]:
     return {e["name"]: e for e in container.get("env", [])}
+
+
+def _engine_ids() -> list[str]:
+    """The engine-agent StatefulSet's pod names: its engines' ids (ENGINE_ID is the pod's name)."""
+    return [f"engine-agent-{i}" for i in range(_named("StatefulSet", "engine-agent")["spec"]["replicas"])]
 
 
 def _pinned(package: str) -> str:
@@ -106,17 +111,25 @@ def test_each_service_has_its_own_role_and_only_its_password():
             continue
         role = container["command"][2].rpartition(".")[2]
         assert role in SERVICE_ROLES
-        assert _env(container)["NATS_USER"]["value"] == role
         volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
         mount = next(m for m in container["volumeMounts"] if m["name"] == "nats-password")
-        assert _env(container)["NATS_PASSWORD_FILE"]["value"] == f"{mount['mountPath']}/password"
         items = volumes["nats-password"]["secret"]["items"]
+        if role == ENGINE_AGENT:  # each pod its own user, engine_agent.<pod name>, and that file
+            names = [e["name"] for e in container["env"]]
+            assert names.index("ENGINE_ID") < names.index("NATS_USER")  # $(ENGINE_ID) is expanded
+            assert _env(container)["NATS_USER"]["value"] == f"{ENGINE_AGENT}.$(ENGINE_ID)"
+            assert _env(container)["NATS_PASSWORD_FILE"]["value"] == f"{mount['mountPath']}/$(ENGINE_ID)"
+            assert items == [{"key": password_variable(engine_user(e)), "path": e} for e in _engine_ids()]
+            continue
+        assert _env(container)["NATS_USER"]["value"] == role
+        assert _env(container)["NATS_PASSWORD_FILE"]["value"] == f"{mount['mountPath']}/password"
         assert items == [{"key": password_variable(role), "path": "password"}], container["name"]
 
 
 def test_every_secret_reference_exists():
     secrets = {d["metadata"]["name"]: set(d["stringData"]) for d in _docs() if d["kind"] == "Secret"}
-    assert secrets["nats-credentials"] == {password_variable(r) for r in ROLES}
+    assert secrets["nats-credentials"] == ({password_variable(r) for r in ROLES}
+                                           | {password_variable(engine_user(e)) for e in _engine_ids()})
     for workload in _workloads():
         spec = workload["spec"]["template"]["spec"]
         for c in spec["containers"]:
@@ -134,7 +147,8 @@ def test_every_secret_reference_exists():
 
 def test_nats_servers_are_the_tested_release_with_the_roles_and_the_cluster():
     config = _named("ConfigMap", "nats-config")["data"]
-    assert config["autellix.conf"] == docker_config(), "re-render: python -m shared.runtime.nats_auth docker"
+    assert config["autellix.conf"] == docker_config(_engine_ids()), \
+        f"re-render: python -m shared.runtime.nats_auth docker {' '.join(_engine_ids())}"
     assert "include ./autellix.conf" in config["nats.conf"] and "jetstream" in config["nats.conf"]
     replicas = _named("StatefulSet", "nats")["spec"]["replicas"]
     for i in range(replicas):
