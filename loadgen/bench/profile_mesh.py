@@ -24,22 +24,31 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 
 from loadgen.bench.cpu import SERVICES, stack_role
-from loadgen.live.real_servers import write_json
+from loadgen.live.real_servers import installed_binary, write_json
 
 TOP = 25
 
 
 def py_spy_binary() -> str:
-    beside = Path(sys.executable).with_name("py-spy")
-    found = str(beside) if beside.exists() else shutil.which("py-spy")
-    if not found:
-        raise FileNotFoundError("py-spy is not installed: pip install py-spy==0.4.3 (make setup does)")
-    return found
+    return installed_binary("py-spy", "pip install py-spy==0.4.3 (make setup does)")
+
+
+def collapsed_stacks(raw: str) -> Iterator[tuple[list[str], int]]:
+    """py-spy's raw (collapsed) output as (frames, root first, without py-spy's process and thread
+    pseudo-frames; samples) per stack; lines that are no stack are skipped."""
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if frames:
+            yield frames, int(count)
 
 
 def service_pids(root_pid: int) -> dict[str, int]:
@@ -57,14 +66,7 @@ def top_frames(raw: str, top: int = TOP) -> dict:
     self_count: Counter[str] = Counter()
     incl_count: Counter[str] = Counter()
     total = 0
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
+    for frames, n in collapsed_stacks(raw):
         total += n
         self_count[frames[-1]] += n
         for frame in set(frames):

@@ -31,6 +31,7 @@ from loadgen.bench.scaling_model import predict
 from loadgen.bench.spread import summary
 from loadgen.live.lean_http import LeanHttpPool
 from loadgen.live.mesh_bench import CHAT_BODY
+from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 
 # (API workers, routers, tenant limits shared): the grid, then two without the shared limits (their cost)
@@ -256,13 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run(args.seconds, args.concurrency, args.repeats, args.port, configs, partial))
     if partial is not None:
         partial.unlink(missing_ok=True)
-    result["command"] = "python -m loadgen.bench.scaling " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = json.dumps(result, indent=1)
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(text + "\n")
-    print(text)
-    return 0
+    return report(result, args.json_path, "python -m loadgen.bench.scaling", argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import signal
@@ -37,7 +36,7 @@ from pathlib import Path
 from loadgen.bench.cpu import CpuWindow, load_average, stack_role
 from loadgen.bench.spread import ratio, summary
 from loadgen.live.mesh_bench import LeanHttp, _full_call, _throughput
-from loadgen.live.real_servers import write_json
+from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from shared.runtime.ports import free_port
 
@@ -170,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(variants(''))})")
     result = asyncio.run(run(args.rounds, args.seconds, args.concurrency, args.settle, chosen))
-    result["command"] = "python -m loadgen.bench.tracing_cost " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_json(args.json, result)
-    print(json.dumps(result, indent=1))
-    return 0
+    return report(result, args.json, "python -m loadgen.bench.tracing_cost", argv)
 
 
 if __name__ == "__main__":

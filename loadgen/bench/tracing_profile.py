@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import subprocess
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from loadgen.bench.profile_mesh import py_spy_binary, service_pids
+from loadgen.bench.profile_mesh import collapsed_stacks, py_spy_binary, service_pids
 from loadgen.bench.tracing_cost import STACK_ENV, Sink, variants
 from loadgen.live.mesh_bench import LeanHttp, _throughput
-from loadgen.live.real_servers import write_json
+from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from shared.runtime.ports import free_port
 
@@ -46,14 +44,7 @@ def library_shares(raw: str) -> dict:
     total = 0
     under: Counter[str] = Counter()
     callers: Counter[str] = Counter()
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
+    for frames, n in collapsed_stacks(raw):
         total += n
         for lib, marker in LIBRARIES.items():
             if any(marker in f for f in frames):
@@ -104,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     result = asyncio.run(profile(args.variant, args.seconds, args.concurrency))
-    result["command"] = "python -m loadgen.bench.tracing_profile " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_json(args.json, result)
-    print(json.dumps(result, indent=1))
-    return 0
+    return report(result, args.json, "python -m loadgen.bench.tracing_profile", argv)
 
 
 if __name__ == "__main__":

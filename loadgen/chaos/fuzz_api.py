@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from loadgen.chaos.schemathesis_hooks import error_format_problem
+from loadgen.live.real_servers import installed_binary
 
 HOOKS_FILE = Path(__file__).with_name("schemathesis_hooks.py")
 CHECKS = ("not_a_server_error", "openai_error_format", "status_code_conformance", "content_type_conformance",
@@ -40,11 +40,7 @@ FUZZ_ENV = {"TIME_SCALE": "0", "MAX_OUTPUT_TOKENS": "2048", "DEFAULT_MAX_TOKENS"
 
 
 def schemathesis_binary() -> str:
-    local = Path(sys.executable).with_name("schemathesis")
-    found = str(local) if local.exists() else shutil.which("schemathesis")
-    if not found:
-        raise FileNotFoundError("schemathesis is not installed: pip install -e '.[dev]'")
-    return found
+    return installed_binary("schemathesis", "pip install -e '.[dev]'")
 
 
 async def document_with_model(api_url: str, api_key: str) -> dict:

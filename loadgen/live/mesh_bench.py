@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 
@@ -41,6 +40,7 @@ from loadgen.bench.mesh_ceilings import CeilingServers, guarded
 from loadgen.bench.nats_access import role_url
 from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.lean_http import LeanHttpPool
+from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from shared.bus import Bus
 from shared.protocol import messages as m
@@ -343,13 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port, args.client,
                                    args.repeats, args.js_messages, not args.no_two_routers))
-    result["command"] = "autellix bench mesh " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = json.dumps(_finite(result), indent=1)
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(text + "\n")
-    print(text)
-    return 0
+    return report(_finite(result), args.json_path, "autellix bench mesh", argv)
 
 
 if __name__ == "__main__":

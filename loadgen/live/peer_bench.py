@@ -32,7 +32,7 @@ from loadgen.bench import servers
 from loadgen.bench.cpu import CpuWindow, load_average, stack_role
 from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.lean_http import LeanHttpPool
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop, wait_ready, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, installed_binary, stop, wait_ready, write_json
 from shared.stats import percentile
 
 SIDES = ("direct", "vllm_router", "mesh")
@@ -45,11 +45,7 @@ DEFAULTS = {  # per upstream: sequential calls, streams in flight, seconds per w
 
 def vllm_router_binary() -> str:
     """The `vllm-router` launcher of this environment (pip package vllm-router)."""
-    beside = Path(sys.executable).with_name("vllm-router")
-    found = str(beside) if beside.exists() else shutil.which("vllm-router")
-    if not found:
-        raise FileNotFoundError("vllm-router is not installed: pip install vllm-router==0.1.17 (make setup does)")
-    return found
+    return installed_binary("vllm-router", "pip install vllm-router==0.1.17 (make setup does)")
 
 
 class Sides:

@@ -1,10 +1,12 @@
-"""What the real-engine benchmarks share: starting a server, waiting for it, stopping it, and
+"""What the benchmarks share: finding a tool, starting a server, waiting for it, stopping it, and
 writing the result."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +14,16 @@ import httpx
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "sk-bench-0123456789"
+
+
+def installed_binary(name: str, install_hint: str) -> str:
+    """The `name` launcher of this environment: beside this Python first (a venv not on PATH), then
+    on PATH; a FileNotFoundError saying how to install it otherwise."""
+    beside = Path(sys.executable).with_name(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise FileNotFoundError(f"{name} is not installed: {install_hint}")
+    return found
 
 
 def free_port() -> int:
@@ -44,7 +56,17 @@ def stop(proc: subprocess.Popen | None) -> None:
             proc.kill()
 
 
-def write_json(path: Path | None, result: dict) -> None:
+def write_json(path: Path | str | None, result: dict) -> None:
     if path:
+        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def report(result: dict, path: Path | str | None, prog: str, argv: list[str] | None) -> int:
+    """A bench's last step: the command line that produced `result` goes into it (`prog` and the
+    arguments), then it is written to `path` (if given) and printed; the exit status."""
+    result["command"] = prog + " " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_json(path, result)
+    print(json.dumps(result, indent=1))
+    return 0

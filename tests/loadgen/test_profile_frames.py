@@ -20,3 +20,11 @@ def test_shares_of_busy_samples():
     inclusive = {f["frame"]: f["share"] for f in p["inclusive_project"]}
     assert inclusive["main (services/x/main.py:1)"] == 1.0 and inclusive["serve (services/x/a.py:10)"] == 0.9
     assert all("asyncio" not in f for f in inclusive)
+
+
+def test_collapsed_stacks_drop_pseudo_frames_and_lines_that_are_no_stack():
+    from loadgen.bench.profile_mesh import collapsed_stacks
+
+    stacks = list(collapsed_stacks(RAW + "process 2:\"python\";thread 0x1 4\nx y z\n"))
+    assert [n for _, n in stacks] == [6, 3, 1]  # a stack of pseudo-frames alone, or no count: skipped
+    assert stacks[0][0][0] == "main (services/x/main.py:1)" and stacks[0][0][-1] == "write (asyncio/streams.py:346)"
