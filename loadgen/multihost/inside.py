@@ -140,7 +140,10 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
                  "restart_after_s": plan.restart_after_s,
                  "workload": asdict(plan.workload)},
         "layout": {h.name: h.address for h in mesh.hosts},
-        "timings": [asdict(t) | {"start": round(t.start - t0, 3), "end": round(t.end - t0, 3)} for t in timings],
+        # the calls in flight at a fault, each attempt's (sent, answered, outcome) in seconds since the fault
+        "hit_calls": observe.hit_calls(timings, {"link_cut": cut_at, "engine_kill": kill_at}),
+        "timings": [{"start": round(t.start - t0, 3), "end": round(t.end - t0, 3), "completed": t.completed,
+                     "attempts": len(t.attempts)} for t in timings],
     }
 
 

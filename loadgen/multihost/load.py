@@ -20,6 +20,31 @@ class CallTiming:
     start: float  # monotonic, when the client first sent it
     end: float  # when it completed (or was given up)
     completed: bool
+    # every HTTP attempt: (sent, answered, outcome: "ok" or the error code); the gaps between them
+    # are the client's back-off. Where a hit call's recovery time went, attempt by attempt.
+    attempts: tuple[tuple[float, float, str], ...] = ()
+
+
+async def _call(http: httpx.AsyncClient, headers: dict, payload: dict, spec: WorkloadSpec, tally: Tally,
+                session_id: str, attempts: list) -> bool:
+    """`workload._call` (same retries and back-off), with each attempt's times and outcome kept."""
+    for attempt in range(workload.MAX_ATTEMPTS_PER_CALL):
+        tally.submitted += 1
+        sent = time.monotonic()
+        try:
+            call_id = await workload._attempt(http, headers, payload, spec.attempt_timeout_s)
+        except workload._Outcome as out:
+            attempts.append((sent, time.monotonic(), out.code))
+            setattr(tally, out.kind, getattr(tally, out.kind) + 1)
+            tally.note_error(out.code)
+            await asyncio.sleep(min(0.2 * 2 ** attempt, 2.0))
+            continue
+        attempts.append((sent, time.monotonic(), "ok"))
+        tally.completed += 1
+        tally.completed_call_ids[call_id] = session_id
+        return True
+    tally.calls_given_up += 1
+    return False
 
 
 async def _program(http: httpx.AsyncClient, key: str, spec: WorkloadSpec, tally: Tally, index: int,
@@ -35,9 +60,9 @@ async def _program(http: httpx.AsyncClient, key: str, spec: WorkloadSpec, tally:
         payload = {"model": "autellix-lite", "max_tokens": spec.max_tokens, "session_id": session_id,
                    "messages": [*history, {"role": "user", "content": f"step {n} of program {index}"}],
                    "stream": (index + n) % spec.stream_every == 0}
-        start = time.monotonic()
-        ok = await workload._call(http, headers, payload, spec, tally, session_id)
-        timings.append(CallTiming(start, time.monotonic(), ok))
+        start, attempts = time.monotonic(), []
+        ok = await _call(http, headers, payload, spec, tally, session_id, attempts)
+        timings.append(CallTiming(start, time.monotonic(), ok, tuple(attempts)))
         if not ok:
             return
         history += [{"role": "user", "content": f"step {n}"}, {"role": "assistant", "content": "ok"}]

@@ -173,3 +173,14 @@ def _lines(path: Path) -> list[str]:
         return path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return []
+
+
+def hit_calls(timings, faults: dict[str, float]) -> list[dict]:
+    """Per call in flight at a fault: its recovery and its attempts, times from the fault."""
+    out = []
+    for kind, at in faults.items():
+        for t in timings:
+            if t.start <= at < t.end:
+                out.append({"fault": kind, "recovery_s": round(t.end - at, 3), "completed": t.completed,
+                            "attempts": [(round(a - at, 3), round(b - at, 3), code) for a, b, code in t.attempts]})
+    return sorted(out, key=lambda c: -c["recovery_s"])
