@@ -19,6 +19,7 @@ import nats
 from nats.aio.client import Client
 
 from shared.bus.errors import ConnectFailed
+from shared.bus.reconnect import ServerPicker
 from shared.logging import get_logger
 
 RECONNECT_WAIT_S = 0.5
@@ -95,6 +96,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             log.warning("nats_disconnected")
 
     async def on_reconnected() -> None:
+        picker.connected(nc.connected_url.netloc if nc.connected_url else "")
         log.info("nats_reconnected", server=str(nc.connected_url.netloc if nc.connected_url else ""))
 
     async def on_closed() -> None:
@@ -102,6 +104,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             log.info("nats_closed")
 
     nc = Client()
+    picker = ServerPicker(RECONNECT_WAIT_S)  # a reconnect tries the other servers before the one lost
     servers, credentials = split_credentials(url)
     try:
         await asyncio.wait_for(nc.connect(
@@ -111,6 +114,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
             inbox_prefix=inbox_prefix(url),
             connect_timeout=min(connect_timeout_s, SERVER_CONNECT_TIMEOUT_S),
             reconnect_time_wait=RECONNECT_WAIT_S,
+            reconnect_to_server_handler=picker,
             ping_interval=PING_INTERVAL_S,
             max_outstanding_pings=MAX_OUTSTANDING_PINGS,
             max_reconnect_attempts=-1,
@@ -128,5 +132,6 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
         raise ConnectFailed(f"cannot connect to NATS at {redact_url(url)} within {connect_timeout_s:g} s "
                             f"({type(exc).__name__}: {exc})") from None
     first_attempt_done = True
+    picker.connected(nc.connected_url.netloc if nc.connected_url else "")
     log.info("nats_connected")
     return nc
