@@ -22,9 +22,10 @@ from nats.js.api import StorageType, StreamConfig
 from loadgen.chaos.stack import CHAOS_ENV
 from loadgen.multihost.nats_cluster import ClusterTuning, client_url, start_node
 from loadgen.multihost.netns import SUBNET_PREFIX, Host, make_switch
+from services.engine_agent.host_id import host_engine_id
 from shared.bus import Bus, BusError
 from shared.runtime.nats_auth import NatsCredentials
-from shared.runtime.nats_roles import ADMIN
+from shared.runtime.nats_roles import ADMIN, ENGINE_AGENT, engine_user
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
 
 API_PORT = 8000
@@ -67,7 +68,9 @@ class MultiHostMesh:
         make_switch()
         for host in self.hosts:
             host.up()
-        self.credentials = NatsCredentials.load_or_create(self.root / "credentials.json")
+        # each engine agent logs in as its own user; its id is its host's name (ENGINE_ID unset)
+        self.credentials = NatsCredentials.load_or_create(self.root / "credentials.json",
+                                                          [host_engine_id(h.name) for h in self.engine_hosts])
         for host in self.nats_hosts:
             self.processes[f"nats@{host.name}"] = start_node(host, self.nats_hosts, self.root, self.credentials,
                                                              self.tuning)
@@ -84,7 +87,8 @@ class MultiHostMesh:
         return round(time.monotonic() - t0, 2)
 
     def _start(self, host: Host, service: str, env: dict[str, str] | None = None) -> ManagedProcess:
-        env = base_env({**CHAOS_ENV, "NATS_URL": client_url(self.nats_hosts, self.credentials, service),
+        user = engine_user(host_engine_id(host.name)) if service == ENGINE_AGENT else service
+        env = base_env({**CHAOS_ENV, "NATS_URL": client_url(self.nats_hosts, self.credentials, user),
                         "JETSTREAM_REPLICAS": str(REPLICAS), "AUTELLIX_ENV": "development",
                         # three nodes on one disk each reserve every stream's max_bytes: keep it small
                         "AUDIT_MAX_BYTES": str(STREAM_MAX_BYTES), "COMPLETIONS_MAX_BYTES": str(STREAM_MAX_BYTES),

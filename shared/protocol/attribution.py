@@ -12,9 +12,9 @@ from __future__ import annotations
 from shared.protocol import messages as m
 from shared.protocol import subjects
 
-_HB = subjects.engine_heartbeat("x")[:-1]  # "autellix.hb.engine."
-_STATE = subjects.engine_queue("x").removesuffix("x.queue")  # "autellix.state.engine."
-_COMPLETIONS = subjects.all_completions().removesuffix("*.*")  # "autellix.completions."
+_HB = subjects.engine_heartbeat("x")[:-1]  # <prefix>.hb.engine.
+_STATE = subjects.engine_queue("x").removesuffix("x.queue")  # <prefix>.state.engine.
+_COMPLETIONS = subjects.all_completions().removesuffix("*.*")  # <prefix>.completions.
 
 
 def _expected(body: object) -> str | None:
