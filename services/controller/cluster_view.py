@@ -1,5 +1,11 @@
 """What the controller knows of the cluster, fed by snapshots and program-service updates.
 
+Program state (S_p, W_p, epoch) is held in the same read-only view the engines hold
+(`shared.engine.program_directory.CachedProgramDirectory`, over the core's `ProgramLedger`): an
+update from before a promotion is stale, a promotion resets W and S and bumps the epoch, a closed
+session's late updates do not bring it back, by one set of rules. The controller keeps only its
+own decisions beside it: when it last promoted each program (the cooldown).
+
 No I/O here: the handlers feed it messages with the receive time, and `decide` asks the pure core.
 """
 
@@ -7,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.core.program import ServiceAggregation
 from shared.core.starvation import (
     ProgramTotals,
     PromotionDecision,
@@ -14,9 +21,9 @@ from shared.core.starvation import (
     WaitingCall,
     plan_promotions,
 )
+from shared.engine.program_directory import CachedProgramDirectory
 from shared.lru import LRU
 from shared.protocol import messages as m
-from shared.protocol.programs import is_one_call_program
 
 
 @dataclass
@@ -25,50 +32,57 @@ class ClusterView:
     cooldown_s: float
     snapshot_max_age_s: float
     snapshots: dict[str, tuple[float, m.EngineQueueSnapshot]] = field(default_factory=dict)
-    totals: dict[str, ProgramTotals] = field(default_factory=dict)
-    epochs: dict[str, int] = field(default_factory=dict)
-    last_promoted_s: dict[str, float] = field(default_factory=dict)
-    max_programs: int = 100_000  # programs remembered, least recently updated forgotten first (backstop)
+    max_programs: int = 100_000  # programs remembered, least recently used forgotten first (backstop)
     # programs whose session closed recently: updates of their last calls still arrive after the
     # close and must not bring them back (bounded: 50 closes a second for 5 minutes)
     max_closed: int = 16_384
-    closed: LRU[str, None] = field(init=False)
+    programs: CachedProgramDirectory = field(init=False)
+    last_promoted_s: LRU[str, float] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.closed = LRU(self.max_closed)
+        # the controller folds no completions (it takes the table's S_p whole): the aggregation is unused
+        self.programs = CachedProgramDirectory(ServiceAggregation.SUM, capacity=self.max_programs,
+                                               closed_capacity=self.max_closed)
+        self.last_promoted_s = LRU(self.max_programs)
 
     def on_snapshot(self, snapshot: m.EngineQueueSnapshot, now_s: float) -> None:
         self.snapshots[snapshot.engine_id] = (now_s, snapshot)
 
     def on_program_service(self, update: m.ProgramServiceUpdated) -> None:
-        if update.program_id in self.closed or is_one_call_program(update.program_id):
+        if self.programs.has_ended(update.program_id):
             # an update comes after a completion: a one-call program has then ended, and a closed
             # session's straggler never needs a promotion decision (nor does anything remember it)
             self.forget(update.program_id)
             return
-        if update.epoch < self.epochs.get(update.program_id, 0):
-            return  # from before a promotion we already made: stale
-        # re-inserted so dict order is update order; without a bound these grew by one entry per
-        # program ever seen (`autellix hold`: +1 MiB a minute at 48 one-call programs/s)
-        self.epochs.pop(update.program_id, None)
-        self.totals.pop(update.program_id, None)
-        self.epochs[update.program_id] = update.epoch
-        self.totals[update.program_id] = ProgramTotals(wait_s=update.wait_s, service_s=update.service_s)
-        while len(self.totals) > self.max_programs:
-            self.forget(next(iter(self.totals)))
+        # threads are the engines' business (no s_T kept here); an update from before a promotion
+        # this view made is stale and changes nothing
+        self.programs.apply_update(update.program_id, update.service_s, update.wait_s, {}, update.epoch,
+                                   update.num_completed_calls)
 
     def on_session_closed(self, program_id: str) -> None:
         """Its session closed or expired: memory follows open programs, not history."""
-        self.forget(program_id)
-        self.closed.put(program_id, None)
+        self.programs.close(program_id)
+        self.last_promoted_s.pop(program_id)
 
     def forget(self, program_id: str) -> None:
-        for table in (self.totals, self.epochs, self.last_promoted_s):
-            table.pop(program_id, None)
+        self.programs.forget(program_id)
+        self.last_promoted_s.pop(program_id)
+
+    def holds(self, program_id: str) -> bool:
+        return program_id in self.programs or program_id in self.last_promoted_s
 
     @property
     def num_programs(self) -> int:
-        return len(self.totals.keys() | self.epochs.keys() | self.last_promoted_s.keys())
+        return len(set(self.programs) | set(self.last_promoted_s))
+
+    def totals(self, program_ids) -> dict[str, ProgramTotals]:
+        """(W_p, S_p) of those of `program_ids` this view holds."""
+        out = {}
+        for program_id in program_ids:
+            led = self.programs.get(program_id)
+            if led is not None:
+                out[program_id] = ProgramTotals(wait_s=led.wait_s, service_s=led.service_s)
+        return out
 
     def waiting_calls(self, now_s: float) -> list[WaitingCall]:
         fresh = [snap for seen_s, snap in self.snapshots.values() if now_s - seen_s <= self.snapshot_max_age_s]
@@ -76,14 +90,14 @@ class ClusterView:
 
     def decide(self, now_s: float) -> list[m.ProgramPromoted]:
         """Promotions to publish now; the view records them (new epoch, W and S reset, cooldown)."""
+        waiting = self.waiting_calls(now_s)
         decisions: list[PromotionDecision] = plan_promotions(
-            self.starvation, self.waiting_calls(now_s), self.totals, now_s, self.last_promoted_s,
+            self.starvation, waiting, self.totals({w.program_id for w in waiting}), now_s, self.last_promoted_s,
             self.cooldown_s)
         promoted = []
         for d in decisions:
-            epoch = self.epochs.get(d.program_id, 0) + 1
-            self.epochs[d.program_id] = epoch
-            self.totals[d.program_id] = ProgramTotals(0.0, 0.0)
-            self.last_promoted_s[d.program_id] = now_s
+            self.programs.promote(d.program_id)  # the core's reset: W = S = 0, epoch + 1
+            self.last_promoted_s.put(d.program_id, now_s)
+            epoch = self.programs.ledger(d.program_id).epoch
             promoted.append(m.ProgramPromoted(program_id=d.program_id, epoch=epoch, ratio=d.ratio, reason=d.reason))
         return promoted

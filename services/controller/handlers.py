@@ -74,7 +74,7 @@ class ControllerService:
             metrics.TENANTS_BEHIND.set(len(shares.classes))
             await self.bus.publish(subjects.tenant_shares(), shares)
         promotions = self.view.decide(now_s)
-        metrics.PROGRAMS_WATCHED.set(len(self.view.totals))  # not num_programs: a set union per tick
+        metrics.PROGRAMS_WATCHED.set(len(self.view.programs))  # not num_programs: a set union per tick
         for promo in promotions:
             # durable: the process table resets W and S from it; engines see it on the same subject
             await self.bus.publish_event(promo)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -60,9 +61,9 @@ class PromotionDecision:
 def plan_promotions(
     cfg: StarvationConfig,
     waiting: list[WaitingCall],
-    programs: dict[str, ProgramTotals],
+    programs: Mapping[str, ProgramTotals],
     now_s: float,
-    last_promoted_s: dict[str, float],
+    last_promoted_s: Mapping[str, float],
     cooldown_s: float,
 ) -> list[PromotionDecision]:
     """Cluster-wide anti-starvation: which programs to promote now.

@@ -1,4 +1,6 @@
-"""The engine agent's ProgramDirectory: a local cache of program state (S_p, W_p, s_T).
+"""A read-only view of program state (S_p, W_p, s_T, epoch): the engine agent's ProgramDirectory,
+and the controller's view of the programs it may promote (services/controller/cluster_view.py),
+so both apply the table's updates, promotions and closes by the same rules.
 
 The process table owns the truth and publishes program-service updates; the cache applies them
 whole. Between a local completion and the update that follows it (milliseconds), the agent folds
@@ -13,6 +15,8 @@ on ledgers stays as a backstop (e.g. a program whose call was cancelled here).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from shared.core.program import ProgramLedger, ServiceAggregation
 from shared.engine.api import CallCompletion
@@ -39,6 +43,10 @@ class CachedProgramDirectory:
             for evicted, _ in self._ledgers.put(program_id, led):
                 self._completed.pop(evicted, None)
         return led
+
+    def get(self, program_id: str) -> ProgramLedger | None:
+        """The program's ledger if this view holds it (nothing created, recency unchanged)."""
+        return self._ledgers.get(program_id)
 
     def promote(self, program_id: str) -> None:
         self.ledger(program_id).promote()
@@ -94,11 +102,14 @@ class CachedProgramDirectory:
         self._ledgers.pop(program_id, None)
         self._completed.pop(program_id, None)
 
+    def has_ended(self, program_id: str) -> bool:
+        """Its session closed (as far as this view remembers), or it is a one-call program, whose
+        update always follows its only completion."""
+        return program_id in self._closed or is_one_call_program(program_id)
+
     def _ended(self, program_id: str) -> bool:
-        """Nothing here needs the program any more: it is not held, and it closed or was a one-call
-        program (whose update always follows its only completion)."""
-        return program_id not in self._ledgers and (
-            program_id in self._closed or is_one_call_program(program_id))
+        """Nothing here needs the program any more: it is not held, and it has ended."""
+        return program_id not in self._ledgers and self.has_ended(program_id)
 
     @property
     def num_closed_remembered(self) -> int:
@@ -106,3 +117,10 @@ class CachedProgramDirectory:
 
     def __len__(self) -> int:
         return len(self._ledgers)
+
+    def __contains__(self, program_id: object) -> bool:
+        return program_id in self._ledgers
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids of the programs held, least recently used first."""
+        return iter(self._ledgers)

@@ -26,9 +26,10 @@ def test_stale_snapshots_and_stale_updates_are_ignored():
     view = _view()
     view.on_snapshot(_snapshot("e0", "p", 100.0), now_s=0.0)
     assert view.decide(now_s=10.0) == []  # the engine went silent 10 s ago
-    view.epochs["p"] = 2
+    assert view.programs.apply_promotion("p", 2)  # as if promoted twice already
     view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=9.0, wait_s=9.0, epoch=1))
-    assert "p" not in view.totals
+    led = view.programs.get("p")
+    assert (led.epoch, led.service_s, led.wait_s) == (2, 0.0, 0.0)  # from before the promotions: stale
 
 
 def test_beta_none_disables():
@@ -60,4 +61,40 @@ def test_closed_ids_are_bounded():
     view = _view(max_closed=3)
     for i in range(10):
         view.on_session_closed(f"s-{i}")
-    assert list(view.closed) == ["s-7", "s-8", "s-9"]
+    assert view.programs.num_closed_remembered == 3
+    for i in (0, 9):
+        view.on_program_service(m.ProgramServiceUpdated(program_id=f"s-{i}", service_s=1.0, wait_s=0.0, epoch=0))
+    assert view.holds("s-0") and not view.holds("s-9")  # s-0's close is forgotten, s-9's is not
+
+
+def test_the_controller_and_the_engines_hold_program_state_by_the_same_rules():
+    """One class for S_p, W_p and the epoch: the controller's view and an engine's directory fed the
+    same updates, promotions and closes agree at every step."""
+    from shared.core.program import ServiceAggregation
+    from shared.engine.program_directory import CachedProgramDirectory
+
+    view, engine = _view(), CachedProgramDirectory(ServiceAggregation.SUM)
+    updates = [("p", 2.0, 1.0, 0), ("q", 5.0, 0.5, 0), ("p", 3.0, 2.0, 0)]
+    for pid, s, w, e in updates:
+        view.on_program_service(m.ProgramServiceUpdated(program_id=pid, service_s=s, wait_s=w, epoch=e))
+        engine.apply_update(pid, s, w, {}, e)
+    view.on_snapshot(_snapshot("e0", "p", 30.0), now_s=100.0)
+    [promo] = view.decide(now_s=100.1)
+    assert engine.apply_promotion(promo.program_id, promo.epoch)
+    for pid, s, w, e in [("p", 9.0, 9.0, 0), ("p", 0.5, 0.0, 1), ("q", 6.0, 1.0, 0)]:  # the first is stale
+        view.on_program_service(m.ProgramServiceUpdated(program_id=pid, service_s=s, wait_s=w, epoch=e))
+        engine.apply_update(pid, s, w, {}, e)
+    view.on_session_closed("q")
+    engine.close("q")
+    view.on_program_service(m.ProgramServiceUpdated(program_id="q", service_s=7.0, wait_s=1.0, epoch=0))
+    engine.apply_update("q", 7.0, 1.0, {}, 0)
+    assert set(view.programs) == set(engine) == {"p"}
+    mine, theirs = view.programs.get("p"), engine.get("p")
+    assert (mine.service_s, mine.wait_s, mine.epoch) == (theirs.service_s, theirs.wait_s, theirs.epoch) == (0.5, 0.0, 1)
+
+
+def test_programs_remembered_are_bounded():
+    view = _view(max_programs=2)
+    for i in range(5):
+        view.on_program_service(m.ProgramServiceUpdated(program_id=f"s-{i}", service_s=1.0, wait_s=0.0, epoch=0))
+    assert list(view.programs) == ["s-3", "s-4"] and view.num_programs == 2

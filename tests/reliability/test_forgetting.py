@@ -118,8 +118,7 @@ async def live(tmp_path, postgres_server, _migrated_template, monkeypatch):
 def _held(stack, controller, program_id: str) -> list[str]:
     """Which caches still hold the program."""
     where = [eid for eid, agent in stack.agents.items() if program_id in agent.agent.directory._ledgers]
-    view = controller.view
-    if program_id in view.totals or program_id in view.epochs or program_id in view.last_promoted_s:
+    if controller.view.holds(program_id):
         where.append("controller")
     return where
 
