@@ -8,9 +8,11 @@ role permissions, PostgreSQL), opens a victim session with one applied call, and
 1. from an unauthenticated connection, and one with a wrong password: every payload (the server
    must refuse the connection, so nothing is sent);
 2. from every role's connection (the five services, each engine as its own user, and the CLI) to
-   each subject that role may not publish (engine e0's user: e1's heartbeat, queue, completions): every payload kind, forged valid messages included (the server must refuse each one);
-3. from the role that may publish the subject: malformed and out-of-range payloads only (a forged
-   valid message from the right role is trusted by design), one kind at a time, counting which
+   each subject that role may not publish (engine e0's user: e1's heartbeat, queue snapshot and
+   completions): every payload kind, forged valid messages included (the server must refuse each);
+3. from the role that may publish the subject: malformed and out-of-range payloads, and on an
+   engine's own subjects its valid messages naming another engine (`misattributed`); a forged
+   valid message from the right role is trusted by design. One kind at a time, counting which
    consumers reported a rejection (`errors.<service>`) and which took one without a word.
 
 Then it measures: every table of the process table's database unchanged (row by row), every
@@ -35,11 +37,21 @@ import nats
 from nats.aio.client import Client
 
 from loadgen.fuzz import observe
-from loadgen.fuzz.payloads import FORGED, KINDS, MALFORMED, OUT_OF_RANGE, Context, Payload, payloads
+from loadgen.fuzz.payloads import (
+    FORGED,
+    KINDS,
+    MALFORMED,
+    MISATTRIBUTED,
+    OUT_OF_RANGE,
+    Context,
+    Payload,
+    payloads,
+)
 from loadgen.fuzz.targets import Target, forger_users, may_publish, mesh_targets
 from shared.bus.connection import is_permission_violation
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.attribution import is_engine_subject
 from shared.protocol.envelope import decode
 from shared.runtime.nats_roles import ADMIN, SERVICE_ROLES
 
@@ -179,9 +191,11 @@ async def _right_roles(mesh: Mesh, targets: list[Target], ctx: Context, rng: ran
     for role in forger_users(mesh.engines):
         forgers[role] = await Forger().connect(mesh.url_for(role), f"_INBOX.{role}")
     try:
-        for kind in (*MALFORMED, *OUT_OF_RANGE):
+        for kind in (*MALFORMED, *OUT_OF_RANGE, *MISATTRIBUTED):
             reports.batch = f"right_role:{kind}"
             for target in targets:
+                if kind in MISATTRIBUTED and not is_engine_subject(target.subject):
+                    continue  # elsewhere a body may name any engine (an audit event, a command)
                 publishers = [r for r in forgers if may_publish(r, target.subject)]
                 batch = _payloads_for(target, (kind,), ctx, rng, variants)
                 if not publishers or not batch:
@@ -275,7 +289,8 @@ async def fuzz_nats(mesh: Mesh, seed: int = 0, variants: int = 4,
     return {
         "seed": seed, "variants_per_kind": variants, "duration_s": round(time.monotonic() - t0, 1),
         "subjects": [t.subject for t in targets], "untyped_subjects": [t.subject for t in targets if not t.types],
-        "kinds": {"malformed": list(MALFORMED), "out_of_range": list(OUT_OF_RANGE), "forged": list(FORGED)},
+        "kinds": {"malformed": list(MALFORMED), "out_of_range": list(OUT_OF_RANGE), "forged": list(FORGED),
+                  "misattributed": list(MISATTRIBUTED)},
         "messages_sent": sent_total,
         "unauthenticated": unauthenticated,
         "wrong_role": wrong,

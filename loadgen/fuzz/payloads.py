@@ -8,7 +8,10 @@ Kinds, and who a consumer may trust them from:
   to publish the subject;
 - `forged`: a valid message about a live session or engine (charge it, promote it, close it, drain
   an engine, a 100K-element list), refused only by the server's permissions: sent from the wrong
-  roles alone.
+  roles alone;
+- `misattributed`: an engine's valid heartbeat, queue snapshot or completion whose body names
+  another engine than its subject (what an engine's own credential could claim about another
+  engine): every receiver drops it (shared/protocol/attribution.py), even from the right user.
 
 Every message is built from the message classes themselves (field types and names), so a field
 added to shared/protocol/messages/ is fuzzed without a change here.
@@ -32,7 +35,10 @@ from shared.protocol.envelope import SCHEMA_VERSION
 MALFORMED = ("random_bytes", "truncated", "wrong_types")
 OUT_OF_RANGE = ("non_finite", "negative", "huge", "bad_ids")
 FORGED = ("forged",)
-KINDS = (*MALFORMED, *OUT_OF_RANGE, *FORGED)
+MISATTRIBUTED = ("misattributed",)
+KINDS = (*MALFORMED, *OUT_OF_RANGE, *FORGED, *MISATTRIBUTED)
+ATTRIBUTED = ("EngineHeartbeat", "EngineQueueSnapshot", "CallCompleted")  # the body names its engine
+OTHER_ENGINE = "e-misattributed"
 
 # Out of range by the protocol's own contract (messages/, ids.py): every float is a finite,
 # non-negative quantity, a duration (`*_s`) below decades; every count fits the table's 32-bit
@@ -240,6 +246,10 @@ def payloads(cls: type, kind: str, ctx: Context, rng: random.Random, variants: i
                 out.append(Payload(kind, f"{name}.{_dotted(path)}=999", envelope(cls.TYPE, _set(valid, path, 999.0), seq)))
             elif tp is bool:  # drain an engine, end a stream
                 out.append(Payload(kind, f"{name}.{_dotted(path)}=True", envelope(cls.TYPE, _set(valid, path, True), seq)))
+    elif kind == "misattributed":
+        if name in ATTRIBUTED:
+            out.append(Payload(kind, f"{name}.engine_id={OTHER_ENGINE}",
+                               envelope(cls.TYPE, {**valid, "engine_id": OTHER_ENGINE}, seq)))
     else:
         raise ValueError(f"unknown payload kind {kind!r}; known: {', '.join(KINDS)}")
     return out

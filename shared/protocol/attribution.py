@@ -31,12 +31,17 @@ def _expected(body: object) -> str | None:
     return None
 
 
+def is_engine_subject(subject: str) -> bool:
+    """An engine's own subject: its heartbeat, its queue snapshot, or one of its completions."""
+    return subject.startswith((_HB, _STATE, _COMPLETIONS))
+
+
 def attribution_problem(subject: str, body: object) -> str | None:
     """Why `body` may not arrive on `subject` (a phrase), or None when it may.
 
     On an engine subject (hb.engine.*, state.engine.*, completions.*) the body must be that
     subject's message naming the subject's engine (and program); elsewhere anything goes."""
-    if not subject.startswith((_HB, _STATE, _COMPLETIONS)):
+    if not is_engine_subject(subject):
         return None
     expected = _expected(body)
     if expected is None:

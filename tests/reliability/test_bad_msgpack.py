@@ -58,6 +58,7 @@ def _concrete_subjects() -> dict[str, list[str]]:
         # the completions stream (the process table's durable consumer)
         "completion": [subjects.completion(program, "e0")],
         "all_completions": [subjects.completion(f"{program}c", "e1")],
+        "engine_completions": [subjects.completion(f"{program}d", "e0")],  # one engine's permission
     }
     return cases
 
