@@ -10,6 +10,7 @@ import time
 from services.engine_agent.calls import LiveCall, engine_call
 from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.metrics import metrics_for
+from services.engine_agent.resend import RecentEnds
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
 from services.engine_agent.tenant_share import EngineTenantShare
@@ -39,6 +40,7 @@ class EngineAgent:
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
         self.completions = CompletionPublisher(bus, self.log)
+        self.recent_ends = RecentEnds()  # sent again after a reconnect (resend.py)
         self.num_completed = 0
         self.model_name = model_name or f"autellix-{backend}"  # what clients send as `model`
         # tokens of one call produced within this interval of its last chunk ride in the next one
@@ -163,10 +165,12 @@ class EngineAgent:
             thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
             finish_reason="length", completed_at_ns=time.time_ns())
         self.completions.keep(event)  # in the outbox before the client can have the answer
-        await self.bus.publish(route.reply_subject, m.TokenChunk(
+        end = m.TokenChunk(
             call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
             finish_reason="length", prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
-            prefix_hit_tokens=done.prefix_hit_tokens))
+            prefix_hit_tokens=done.prefix_hit_tokens)
+        await self.bus.publish(route.reply_subject, end)
+        self.recent_ends.record(route.reply_subject, end)
         self.completions.publish(event, kept=True)
 
     # --- periodic state ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What every engine agent publishes on its own, whatever its backend: health answers, and
-heartbeats with a queue snapshot every `queue_snapshot_interval_s`."""
+heartbeats with a queue snapshot every `queue_snapshot_interval_s` (and, after a reconnect, the
+recent calls' end chunks again: resend.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ async def state_forever(agent, settings: EngineAgentSettings) -> None:
     tick = 0
     while True:
         await agent.publish_state(settings.heartbeat_interval_s, snapshot=tick % every == 0)
+        await agent.recent_ends.resend_after_reconnect(agent.bus, agent.log)  # ends lost with a dead link
         observe_state(agent, settings.heartbeat_interval_s)
         tick += 1
         await asyncio.sleep(settings.heartbeat_interval_s)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from services.engine_agent.calls import checked_estimate
 from services.engine_agent.completions import CompletionPublisher
+from services.engine_agent.resend import RecentEnds
 from services.engine_agent.tenant_share import EngineTenantShare
 from shared import tracing
 from shared.bus.bus import Bus
@@ -82,6 +83,7 @@ class VllmEngineAgent:
         self.started_at_ns = time.time_ns()
         self.log = get_logger(engine_id=engine_id)
         self.completions = CompletionPublisher(bus, self.log)
+        self.recent_ends = RecentEnds()  # sent again after a reconnect (resend.py)
         self.num_completed = 0
         self._ops: list[tuple] = []
         self._ops_flush: asyncio.Task | None = None
@@ -185,6 +187,8 @@ class VllmEngineAgent:
 
     async def _send(self, live: VllmCall, chunk: m.TokenChunk) -> None:
         await self.bus.publish(live.route.reply_subject, chunk)
+        if chunk.done:
+            self.recent_ends.record(live.route.reply_subject, chunk)
 
     def _complete(self, live: VllmCall, record: dict | None, failure: str | None) -> None:
         """Close the call's accounting: a CallCompleted always, with what the engine measured (a
