@@ -67,6 +67,9 @@ class EngineAgentSettings(MeshSettings):
     engine_upstream_tokenizer: str = ""
     engine_upstream_read_timeout_s: float = Field(default=600.0, gt=0)
     engine_upstream_wait_s: float = Field(default=600.0, ge=0)  # for its /v1/models at start-up
+    # how often the upstream's /metrics is read: vLLM renders it in its server's event loop (about
+    # 8 ms of its CPU a read here, every stream on it held meanwhile), so not every heartbeat
+    engine_upstream_scrape_interval_s: float = Field(default=2.0, gt=0, le=60)
     # completions not yet acked by JetStream are kept in a file here (outbox.py) and replayed by the
     # next agent with this id: a folder that outlives the process (a volume); "" is
     # $XDG_STATE_HOME/autellix/engine-outbox (~/.local/state/...)

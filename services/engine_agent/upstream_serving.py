@@ -6,7 +6,8 @@ vLLM's own `session_id`, and the mesh's call id as `request_id`; the answer come
 piece as the upstream writes it. A stream's usage (tokens, cached tokens) is asked for and, when
 the client did not ask for it, kept out of the answer. Each finished call leaves an accounting
 record, estimated from what the agent observes (`shared/engine/upstream_accounting.py`); the
-engine's load comes from its `/metrics`, scraped every heartbeat.
+engine's load comes from its `/metrics`, scraped every `scrape_interval_s` (2 s by default: each
+read costs vLLM's server loop a render of every series, measured in docs/results/real_overhead/).
 
 Failures: an upstream that cannot be reached, times out or drops the connection before answering
 gives a retryable 503; one that answers what is not JSON (or not server-sent events) gives a 502.
@@ -47,7 +48,7 @@ _LOST = (aiohttp.ClientError, TimeoutError)
 RESPONSES = "/v1/responses"
 CONNECT_TIMEOUT_S = 5.0
 SCRAPE_TIMEOUT_S = 2.0
-UNHEALTHY_AFTER_S = 3.0  # no successful scrape for this long: no heartbeat
+UNHEALTHY_AFTER_S = 3.0  # no successful scrape for this long (or 2.5 scrape intervals): no heartbeat
 MAX_UNCLAIMED_RECORDS = 4096
 
 
@@ -83,7 +84,8 @@ def _usage_of(event: dict) -> dict | None:
 
 class UpstreamServing:
     def __init__(self, base_url: str, http: aiohttp.ClientSession, policy: SchedulingPolicy,
-                 directory: CachedProgramDirectory, model: dict, tokenizer: str) -> None:
+                 directory: CachedProgramDirectory, model: dict, tokenizer: str,
+                 scrape_interval_s: float = 2.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = http
         self.policy = policy
@@ -95,6 +97,7 @@ class UpstreamServing:
         self._metrics = UpstreamMetrics()
         self._means = PhaseMeans()
         self._last_scrape_ok_s = time.monotonic()
+        self._unhealthy_after_s = max(UNHEALTHY_AFTER_S, 2.5 * scrape_interval_s)  # two reads missed
         self.log = get_logger(upstream=self.base_url)
         # the agent's fair-share classes (EngineTenantShare.class_of); alone: every tenant class 0
         self.tenant_class_of: Callable[[str], int] = lambda tenant: 0
@@ -102,7 +105,7 @@ class UpstreamServing:
     @classmethod
     async def connect(cls, base_url: str, policy: SchedulingPolicy, directory: CachedProgramDirectory, *,
                       api_key: str = "", tokenizer: str = "", model_name: str = "", read_timeout_s: float = 600.0,
-                      wait_s: float = 600.0) -> UpstreamServing:
+                      wait_s: float = 600.0, scrape_interval_s: float = 2.0) -> UpstreamServing:
         """Wait for the upstream's `/v1/models` (it may still be starting) and learn its model."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         http = aiohttp.ClientSession(
@@ -128,13 +131,13 @@ class UpstreamServing:
         if not chosen:
             await http.close()
             raise RuntimeError(f"upstream {base_url} serves {[d.get('id') for d in models]}, not {model_name!r}")
-        serving = cls(base_url, http, policy, directory, chosen[0], tokenizer)
+        serving = cls(base_url, http, policy, directory, chosen[0], tokenizer, scrape_interval_s)
         await serving.scrape()
         return serving
 
     @property
     def healthy(self) -> bool:
-        return time.monotonic() - self._last_scrape_ok_s <= UNHEALTHY_AFTER_S
+        return time.monotonic() - self._last_scrape_ok_s <= self._unhealthy_after_s
 
     # --- answers -------------------------------------------------------------------------------
     def _request(self, route: m.RouteCall) -> tuple[bytes, bool, _Observed]:
