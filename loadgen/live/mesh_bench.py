@@ -40,6 +40,7 @@ from loadgen.bench.mesh_ceilings import CeilingServers, guarded
 from loadgen.bench.nats_access import role_url
 from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.lean_http import LeanHttpPool
+from loadgen.live.mesh_bench_args import add_arguments
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from shared.bus import Bus
@@ -331,15 +332,7 @@ def _finite(value):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.live.mesh_bench", description=__doc__.splitlines()[0])
-    p.add_argument("--calls", type=int, default=300, help="sequential calls per path per repeat (latency)")
-    p.add_argument("--seconds", type=float, default=5.0, help="length of each throughput window")
-    p.add_argument("--repeats", type=int, default=3, help="repeats of every measurement (the spread)")
-    p.add_argument("--js-messages", type=int, default=20_000, help="messages of the JetStream ceiling run")
-    p.add_argument("--no-two-routers", action="store_true", help="skip the window with a second router")
-    p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--port", type=int, default=8199)
-    p.add_argument("--client", choices=("lean", "httpx"), default="lean", help="HTTP client of the full path")
-    p.add_argument("--json", dest="json_path")
+    add_arguments(p)
     args = p.parse_args(argv)
     result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port, args.client,
                                    args.repeats, args.js_messages, not args.no_two_routers))
