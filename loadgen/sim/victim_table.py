@@ -4,8 +4,8 @@
 
 A file's rule is its engine's `kv_victim`; files of one workload, seed and engine limits pair up
 by policy. Per policy and seed: each rule's max rate at the SLO (and its bracket), their ratio, and
-at the highest rate both rules ran (the searches share their doubling walk, so such a rate
-exists) the preemptions, recomputed tokens and prefix-hit rate of each.
+at the highest rate both rules ran and both held stable (the searches share their doubling walk)
+the preemptions, recomputed tokens and prefix-hit rate of each.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def rows(collected: dict) -> list[dict]:
             if set(by_rule) != set(RULES):
                 continue
             (old, label), (new, _) = by_rule["arrival"], by_rule["policy"]
-            rates = {p["rate"] for p in old["points"]} & {p["rate"] for p in new["points"]}
+            rates = ({p["rate"] for p in old["points"] if p["stable"]}
+                     & {p["rate"] for p in new["points"] if p["stable"]})
             common = max(rates) if rates else None
             row = {"workload": key[0], "seed": key[1], "max_num_seqs": key[2], "num_blocks": key[3],
                    "policy": name, "common_rate": common}
@@ -63,7 +64,6 @@ def rows(collected: dict) -> list[dict]:
                     reg = _at(pol, common).get("regime") or {}
                     row[f"{rule}_at_common"] = {k: reg.get(k) for k in
                                                 ("preemptions", "recomputed_tokens", "prefix_hit_rate")}
-                    row[f"{rule}_at_common"]["stable"] = _at(pol, common)["stable"]
             a, b = row["arrival_max_rate"], row["policy_max_rate"]
             row["ratio"] = b / a if a and b else None
             table.append(row)
@@ -76,7 +76,7 @@ def _fmt(x, spec: str) -> str:
 
 def markdown(table: list[dict]) -> str:
     lines = ["| regime | policy | max rate, arrival rule | policy rule | policy / arrival | brackets | "
-             "at rate | preemptions arrival / policy | recomputed tokens arrival / policy | prefix-hit arrival / policy |",
+             "at rate (both stable) | preemptions arrival / policy | recomputed tokens arrival / policy | prefix-hit arrival / policy |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         blocks = f", {r['num_blocks']} blocks" if r["num_blocks"] else ""

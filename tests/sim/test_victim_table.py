@@ -29,7 +29,7 @@ def test_pairs_the_rules_and_compares_at_a_common_rate(tmp_path):
     paths = [_write(tmp_path, "a.json", _result("arrival", 0.5, 20)), _write(tmp_path, "p.json", _result("policy", 0.55, 5))]
     (row,) = rows(collect(paths))
     assert row["ratio"] == pytest.approx(1.1)
-    assert row["common_rate"] == 0.2
+    assert row["common_rate"] == 0.1  # the highest rate both ran and both held stable
     assert row["arrival_bracket"] == pytest.approx(0.02)
     assert "react, 256 seqs, 8000 blocks, seed 0 | atlas" in markdown([row])
 
