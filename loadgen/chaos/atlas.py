@@ -86,6 +86,11 @@ def _own_maxima(rows: list) -> tuple[dict[str, float], set[str]]:
     return own, unbased
 
 
+def _row_summary(c) -> str:
+    base = "-" if c.thread_service_at_submit_s is None else f"{c.thread_service_at_submit_s:.3f}"
+    return f"{c.call_id[-6:]}@{getattr(c, 'engine_id', '?')} {c.thread_id} base {base} +{c.service_s:.3f}"
+
+
 def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | frozenset[str],
                 tolerance_s: float) -> AtlasCheck:
     """`programs`: (id, aggregation, service_s, promotions, ...) rows; `calls`: call rows with thread_id,
@@ -132,7 +137,8 @@ def check_atlas(programs: list, calls: list, threads: list, forked: set[str] | f
             problems.append(f"S_p {p.service_s:.6f} != critical path {stored_path:.6f}")
         if problems:
             check.mismatches += 1
-            check.details.append(f"{p.id}: " + "; ".join(problems + reordered))
+            check.details.append(f"{p.id}: " + "; ".join(problems + reordered) + "; rows in completion order: "
+                                 + ", ".join(_row_summary(c) for c in rows))
         elif reordered:
             check.order_dependent += 1
             check.details.append(f"{p.id} (order): " + "; ".join(reordered))

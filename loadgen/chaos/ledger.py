@@ -54,7 +54,7 @@ async def _rows(conn, session_ids: list[str]):
         {"ids": session_ids})).all()
     calls = (await conn.execute(_in(
         "SELECT call_id, program_id, thread_id, service_s, wait_s, thread_service_at_submit_s, submit_epoch, "
-        "completed_at FROM calls WHERE program_id IN :ids"), {"ids": session_ids})).all()
+        "completed_at, engine_id FROM calls WHERE program_id IN :ids"), {"ids": session_ids})).all()
     return programs, calls
 
 

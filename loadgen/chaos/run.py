@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -84,6 +85,7 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         result = await audit(stack.database_url, tally.completed_call_ids, tally.sessions,
                              forked=tally.forked_sessions)
         rss_end = stack.rss_mib()
+        held = held_back(stack.log_lines("process_table", "completions_held_back"))
         unrecovered = [r for r in records if r.recovered_s < 0]
         if unrecovered:
             kept = stack.keep_logs(Path(tempfile.mkdtemp(prefix="autellix-chaos-logs-", dir="/tmp")))
@@ -106,6 +108,8 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
         "atlas_mismatches": result.atlas.mismatches,
         "atlas": result.atlas.report(),
         "orphan_completions": result.orphan_completions,
+        # arrived ahead of one their client had seen, held back until it was in (client_order.py)
+        "completions_held": held,
         "faults_injected": injected,
         "unrecovered_faults": unrecovered,
         "faults": [asdict(r) for r in records],
@@ -122,6 +126,15 @@ async def chaos(plan: ChaosPlan, stack: ChaosStack | None = None, progress=None)
                  "down_s": plan.down_s, "engines": plan.engines, "aggregation": plan.aggregation,
                  "workload": asdict(plan.workload)},
     }
+
+
+def held_back(lines: list[str]) -> dict:
+    """The process table's `completions_held_back` log lines summed: completions held, and those
+    folded out of order after waiting their longest."""
+    held = sum(int(m.group(1)) for line in lines if (m := re.search(r"\bnum\W+(\d+)", line)))
+    overdue = sum(len(re.findall(r"['\"][^'\"]+['\"]", m.group(1))) for line in lines
+                  if (m := re.search(r"folded_out_of_order\W+\[([^\]]*)\]", line)))
+    return {"held": held, "folded_out_of_order": overdue, "hold_events": len(lines)}
 
 
 async def _load_until(api_url: str, keys: list[str], spec: WorkloadSpec, tally: Tally, done: asyncio.Event) -> None:

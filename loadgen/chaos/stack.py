@@ -134,6 +134,15 @@ class ChaosStack(Stack):
                 continue
         return out
 
+    def log_lines(self, process_prefix: str, event: str) -> list[str]:
+        """The log lines naming `event` of every process named `process_prefix`* (restarts append
+        to the same file, so this spans them)."""
+        out = []
+        for path in sorted(self.log_dir.glob(f"{process_prefix}*.log")):
+            with open(path, errors="replace") as f:
+                out += [line for line in f if event in line]
+        return out
+
     async def wait_ready(self, timeout_s: float = 30.0) -> float:
         """Until the API answers, sees every engine, and the process table answers a lookup; returns s."""
         t0 = time.monotonic()

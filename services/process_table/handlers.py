@@ -60,10 +60,11 @@ COMPLETION_ACK_WAIT_S = 5.0
 # CALL_DEADLINE_S for its completion (the API cancels the call at the deadline)
 IN_FLIGHT_MARGIN_S = 30.0
 FAULT_EXIT_CODE = 70  # the exit status of FAULT_EXIT_AFTER_COMMITS (chaos tells it from a real crash)
-# a base-less completion waiting for its program's earlier ones (client_order.py) comes back after
-# HOLD_DELAY_S, at most HOLD_DELIVERIES times: a re-published completion arrives within seconds
-HOLD_DELAY_S = 0.5
-HOLD_DELIVERIES = 10
+# a completion waiting for its program's earlier ones (client_order.py) comes back after HOLD_DELAY_S,
+# for about HOLD_DELIVERIES seconds: past an engine's publish retries (at most 5 s apart) and its
+# restart's outbox replay, which is how late a re-published completion comes
+HOLD_DELAY_S = 1.0
+HOLD_DELIVERIES = 30
 
 
 @dataclass
@@ -222,6 +223,9 @@ class ProcessTableService:
                 held += waiting
                 self.num_held_completions += len(waiting)
                 metrics.HELD_COMPLETIONS.inc(len(waiting))
+                overdue = [d.decoded.call_id for d in batch if d.decoded.call_id in exc.call_ids]
+                self.log.info("completions_held_back", num=len(waiting), call_ids=[d.decoded.call_id for d in waiting][:20],
+                              folded_out_of_order=overdue)  # waited HOLD_DELIVERIES times: folded as they are
                 continue
             except Exception as exc:  # retried whatever it is: dropping completions would be worse
                 if _caused_by_data(exc):

@@ -27,6 +27,7 @@ async def _run(stack, kind: str, count: int = 1) -> dict:
     assert result["lost"] == 0, result
     assert result["double_counted"] == 0, result["mismatches"]
     assert result["atlas_mismatches"] == 0, result["atlas"]  # forked programs' s_T and critical path
+    assert result["completions_held"]["folded_out_of_order"] == 0, result["completions_held"]
     assert result["failed_other"] == 0, result["errors_seen"]
     assert result["completed"] > 0 and result["programs"]["completed"] == result["programs"]["started"]
     return result
