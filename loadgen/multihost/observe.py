@@ -71,13 +71,16 @@ async def stream_leader(bus: Bus, stream: str) -> str:
 
 
 def redispatch_summary(routed: dict[str, list[str]], completed_on: dict[str, str], lost_engine: str) -> dict:
-    """Calls placed on the lost engine: answered by another one (re-dispatched), or by it (before
-    it died), or never (the client retried them as new calls)."""
+    """Calls placed on the lost engine: answered by another one (re-dispatched), or by that engine
+    id (before it died, or by its agent started again), or never (the client retried them as new
+    calls). `placed_again_and_completed`: re-placed by the API (routed twice or more) and answered,
+    on whichever engine, the restarted one included."""
     on_lost = [c for c, engines in routed.items() if lost_engine in engines]
     moved = [c for c in on_lost if completed_on.get(c) not in (None, lost_engine)]
     return {"placed_on_lost_engine": len(on_lost),
-            "completed_there_before_it_died": sum(1 for c in on_lost if completed_on.get(c) == lost_engine),
+            "completed_by_that_engine_id": sum(1 for c in on_lost if completed_on.get(c) == lost_engine),
             "redispatched_and_completed_elsewhere": len(moved),
+            "placed_again_and_completed": sum(1 for c in on_lost if len(routed[c]) > 1 and c in completed_on),
             "placed_there_never_completed": sum(1 for c in on_lost if c not in completed_on),
             "routed_twice_or_more": sum(1 for engines in routed.values() if len(engines) > 1)}
 

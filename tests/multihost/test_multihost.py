@@ -3,10 +3,11 @@ a 3-node NATS cluster with the streams at R3, two engine hosts, the control serv
 Mid-load the link of the node leading the completions stream is cut and an engine host's agent is
 killed (loadgen/multihost). Skipped only where the kernel refuses the namespaces.
 
-Asserted: what the mesh guarantees today (nothing counted twice, no non-retryable error, the audit
-stream writable through the surviving nodes and holding every applied call's placement, the mesh
-serving again after both faults, the cut node catching up). The issue's targets (0 completions
-lost, p99 recovery under 5 s) are checked in `test_targets`, expected to fail for the reasons
+The killed agent is started again on its host after 1 s, as a supervisor would, and replays its
+completion outbox. Asserted: nothing lost and nothing counted twice (the issue's targets), no
+non-retryable error, the audit stream writable through the surviving nodes and holding every
+applied call's placement, the mesh serving again after both faults, the cut node catching up. The
+recovery target (p99 under 5 s) is `test_recovery_target`, expected to fail for the reasons
 docs/multihost.md gives; docs/results/multihost/ has the measured numbers."""
 
 from __future__ import annotations
@@ -64,11 +65,20 @@ def test_the_mesh_serves_again_after_both_faults(result):
     assert after and all(t["completed"] for t in after)
 
 
-@pytest.mark.xfail(reason="known gaps (docs/multihost.md): an engine publishes its completion after the "
-                          "answer's end, so one killed while the completions stream elects a leader loses "
-                          "it; a call sent into a connection that went stale is not re-sent", strict=False)
-def test_targets(result):
-    assert result["lost"] == 0, result["lost_detail"]
+def test_nothing_is_lost(result):
+    """Issue 14's first two targets: a completion the killed engine held unacked (the completions
+    stream was electing a leader) is replayed from its outbox by the agent started again on its
+    host; an end chunk published into a dead link is sent again after the engine's reconnect."""
+    assert result["lost"] == 0, (result["lost_detail"], result["lost_calls"], result["outbox"])
+    assert result["double_counted"] == 0, result["mismatches"]
+
+
+@pytest.mark.xfail(reason="p99 recovery is above 5 s (docs/multihost.md, known gaps): a streaming call "
+                          "with tokens on the killed engine waits the API's stalled-stream grace (10 s) or "
+                          "the restarted agent's first heartbeat; requests sent into a connection going "
+                          "stale wait out their timeouts (route 5 s, process table 2 s); session opens "
+                          "wait on the audit stream while it elects a leader", strict=False)
+def test_recovery_target(result):
     assert result["lost_engine"]["placed_there_never_completed"] == 0 or \
-        result["lost_engine"]["redispatched_and_completed_elsewhere"] > 0
-    assert result["recovery"]["p99_s"] < RECOVERY_TARGET_S, result["recovery"]
+        result["lost_engine"]["placed_again_and_completed"] > 0
+    assert result["recovery"]["p99_s"] < RECOVERY_TARGET_S, (result["recovery"], result["hit_calls"][:5])
