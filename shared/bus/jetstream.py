@@ -1,8 +1,8 @@
 """JetStream: the audit stream of lifecycle events, the completions stream, and durable pull
 consumers over them (built on `pull.PullConsumer`).
 
-Completions `AUTELLIX_COMPLETIONS` (subjects `autellix.completions.<program_id>.<engine_id>`: only that engine's NATS user may publish there): the process
-table's ledger input, so nothing may drop one. Work-queue retention (a completion leaves when the
+Completions `AUTELLIX_COMPLETIONS` (subjects `autellix.completions.<program_id>.<engine_id>`: only
+that engine's NATS user may publish there): the process table's ledger input, so nothing may drop one. Work-queue retention (a completion leaves when the
 table acknowledges it, never by age), file storage, and when it holds `COMPLETIONS_MAX_BYTES`
 (default 4 GiB: millions of unapplied completions, a long table outage) it refuses new ones
 (discard new): the publisher gets an error and retries (`CompletionRefused`; the engine agent
