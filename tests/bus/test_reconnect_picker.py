@@ -27,7 +27,21 @@ def test_the_lost_server_comes_last_and_rounds_wait_only_when_all_were_tried():
         picks.append((server.uri.netloc, delay))
     assert picks[:3] == [("b:4222", 0.0), ("c:4222", 0.0), ("a:4222", 0.0)]  # one round, no waiting
     assert [d for _, d in picks[3:]] == [0.5, 0.5]  # every server failed once: wait between attempts
-    picker.connected("c:4222")  # a new connection starts a fresh round
+    picker.connected("c:4222")  # a new connection starts a fresh round; a and c were both lost just now
+    assert picker(pool, {})[0].uri.netloc == "b:4222"
+
+
+def test_a_server_lost_recently_stays_last_on_the_next_reconnect():
+    now = [0.0]
+    picker = ServerPicker(wait_s=0.5, memory_s=60.0, clock=lambda: now[0])
+    pool = _servers("a:4222", "b:4222", "c:4222")
+    picker.connected("a:4222")
+    assert picker(pool, {})[0].uri.netloc == "b:4222"  # a lost (its link cut)
+    picker.connected("b:4222")
+    now[0] = 10.0  # b goes too while a is still cut: c, the one not lost, comes first
+    assert [picker(pool, {})[0].uri.netloc for _ in range(3)] == ["c:4222", "a:4222", "b:4222"]
+    picker.connected("c:4222")
+    now[0] = 200.0  # long ago: a and b are ordinary servers again
     assert picker(pool, {})[0].uri.netloc == "a:4222"
 
 
