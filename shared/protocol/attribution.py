@@ -18,16 +18,15 @@ _COMPLETIONS = subjects.all_completions().removesuffix("*.*")  # <prefix>.comple
 
 
 def _expected(body: object) -> str | None:
-    """The one subject `body` may travel on, when it is an engine's own message."""
-    try:
-        if isinstance(body, m.EngineHeartbeat):
-            return subjects.engine_heartbeat(body.engine_id)
-        if isinstance(body, m.EngineQueueSnapshot):
-            return subjects.engine_queue(body.engine_id)
-        if isinstance(body, m.CallCompleted):
-            return subjects.completion(body.program_id, body.engine_id)
-    except ValueError:  # an id that cannot be a subject token cannot be the subject's
-        return ""
+    """The one subject `body` may travel on, when it is an engine's own message. Plain joins, not
+    the subjects functions: the codec already refused ids that are no subject token (bounds.py),
+    and this runs for every completion the table takes (~1 us instead of ~9)."""
+    if isinstance(body, m.EngineHeartbeat):
+        return f"{_HB}{body.engine_id}"
+    if isinstance(body, m.EngineQueueSnapshot):
+        return f"{_STATE}{body.engine_id}.queue"
+    if isinstance(body, m.CallCompleted):
+        return f"{_COMPLETIONS}{body.program_id}.{body.engine_id}"
     return None
 
 
@@ -49,5 +48,5 @@ def attribution_problem(subject: str, body: object) -> str | None:
     if expected != subject:
         return (f"the body names engine {getattr(body, 'engine_id', '?')!r}"
                 + (f" and program {body.program_id!r}" if isinstance(body, m.CallCompleted) else "")
-                + f": it belongs on {expected or 'no subject'}, not {subject}")
+                + f": it belongs on {expected}, not {subject}")
     return None
