@@ -4,7 +4,7 @@ The server lets each engine's NATS user publish only on its own subjects (heartb
 snapshot, completions: `shared/runtime/nats_roles.py`), but the body is what receivers read. A
 message whose body names another engine (or program) than its subject is dropped by every
 receiver (`Bus.accept`), so the subject's permission binds the body: engine e1 cannot speak for e0.
-Pure: the caller passes the subject and the decoded body.
+No I/O: the caller passes the subject and the decoded body (the message classes come with the codec).
 """
 
 from __future__ import annotations
