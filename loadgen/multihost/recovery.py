@@ -62,3 +62,11 @@ def longest_outage(ticks: Sequence[tuple[float, bool]], since: float) -> float:
     if not after:
         gaps.append(end - points[0])
     return round(max(gaps, default=0.0), 3)
+
+
+def longest_silence(answered_at: Iterable[float], since: float, window_s: float) -> float:
+    """The longest stretch within `window_s` after `since` in which no call was answered (times
+    in one clock): how long the mesh gave nothing back after a fault, calls that could not even
+    start included."""
+    points = [since, *sorted(t for t in answered_at if since < t <= since + window_s), since + window_s]
+    return round(max(b - a for a, b in zip(points, points[1:], strict=False)), 3)
