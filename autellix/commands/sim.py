@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "emulated: required)")
     p.add_argument("--kv-victim", default=None,
                    help=f"who KV exhaustion evicts, one of: {', '.join(KV_VICTIM_RULES)} (default policy: the "
-                        "runner the policy's order puts last; arrival: vLLM's own, the latest arrival)")
+                        "runner the policy's order puts last; readmit: the worst runner re-admitted ahead of every waiting "
+                        "call; arrival: vLLM's own, the latest arrival)")
     p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
     p.add_argument("--programs", type=int, default=None,
                    help=f"programs per point (default {DEFAULT_PROGRAMS}; {QUICK_PROGRAMS} with --quick)")

@@ -26,10 +26,12 @@ from shared.engine.program_meta import ProgramMeta
 CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds SchedulerSettings fields
 # Who KV exhaustion inside a step evicts. "policy": the runner the policy's own order puts last
 # (worst class of service, then worst policy key): it is re-admitted after every call that stays,
-# so it never displaces the call that evicted it (no evict/re-admit ping-pong). "arrival": vLLM's
-# own rule under its priority policy (worst client class, then the latest arrival), which ignores
-# program levels: under ATLAS a fresh level-0 call is evicted while a demoted one keeps running.
-KV_VICTIM_RULES = ("policy", "arrival")
+# so it never displaces the call that evicted it (no evict/re-admit ping-pong). "readmit": the
+# worst of the runners the waiting order would re-admit ahead of every waiting call (so its freed
+# blocks are re-hit before others reuse them, as FCFS's victim is); with none such, as "policy".
+# "arrival": vLLM's own rule under its priority policy (worst client class, then the latest
+# arrival), which ignores program levels.
+KV_VICTIM_RULES = ("policy", "readmit", "arrival")
 
 
 @dataclass(frozen=True)
@@ -328,20 +330,26 @@ class ProgramScheduleState:
     def decision_made(self) -> None:
         self._steps_since_decision = 0
 
-    def kv_victim(self, running: list[CallState]) -> CallState:
-        """The runner KV exhaustion inside a step evicts, by the settings' rule (KV_VICTIM_RULES)."""
-        return max(running, key=self._victim_order)
+    def kv_victim(self, running: list[CallState], head: CallState | None = None) -> CallState:
+        """The runner KV exhaustion inside a step evicts, by the settings' rule (KV_VICTIM_RULES);
+        `head`: the best waiting call now (None: nobody waits)."""
+        return max(running, key=self._victim_order(head))
 
-    def kv_victim_ranks(self, running: list[CallState]) -> dict[str, int]:
+    def kv_victim_ranks(self, running: list[CallState], head: CallState | None = None) -> dict[str, int]:
         """Each runner's rank in the victim order (the highest is evicted first): a shell whose
         engine evicts by max rank (vLLM: max (priority, arrival)) evicts as `kv_victim` does, and
-        keeps doing so as victims leave (a total order stays one on every subset)."""
-        return {c.call_id: i for i, c in enumerate(sorted(running, key=self._victim_order))}
+        keeps doing so as victims leave and join the waiting queue (each victim that beats the
+        head becomes the head, and the next by "readmit" is the worst runner ahead of it)."""
+        return {c.call_id: i for i, c in enumerate(sorted(running, key=self._victim_order(head)))}
 
-    def _victim_order(self, call: CallState) -> tuple:
-        if self.settings.kv_victim == "arrival":
-            return (call.outer, call.arrival_s, call.seq)
-        return (call.outer,) + call.key + (call.arrival_s, call.seq)
+    def _victim_order(self, head: CallState | None) -> Callable[[CallState], tuple]:
+        rule, full_key = self.settings.kv_victim, self.full_key
+        if rule == "arrival":
+            return lambda c: (c.outer, c.arrival_s, c.seq)
+        if rule == "readmit" and head is not None:
+            bar = full_key(head)
+            return lambda c: (full_key(c) < bar,) + full_key(c) + (c.arrival_s, c.seq)
+        return lambda c: full_key(c) + (c.arrival_s, c.seq)
 
     @staticmethod
     def full_key(call: CallState) -> tuple:

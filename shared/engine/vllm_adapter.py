@@ -287,7 +287,9 @@ class _ProgramAware(_CallTracking):
         placing is the victim, so the victim must come last or the calls behind it lose the
         step (lite never cuts a step short)."""
         calls = self.program_state.calls
-        ranks = self.program_state.kv_victim_ranks([calls[r.request_id] for r in self.running if r.request_id in calls])
+        head = calls.get(self.waiting.peek_request().request_id) if self.waiting else None
+        ranks = self.program_state.kv_victim_ranks([calls[r.request_id] for r in self.running if r.request_id in calls],
+                                                   head)
         self._client_priorities = [(r, r.priority) for r in self.running if r.request_id in ranks]
         for r, _ in self._client_priorities:
             r.priority = ranks[r.request_id]

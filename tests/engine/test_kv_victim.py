@@ -1,7 +1,8 @@
 """Who KV exhaustion evicts (ProgramScheduleState.kv_victim, the one rule of lite, emulated and
 the vLLM class): under the "policy" rule the runner the policy's own order puts last, so the
-evicted call never outranks a call that stays (no evict / re-admit ping-pong); "arrival" is
-vLLM's own rule (worst client class, then the latest arrival), kept selectable."""
+evicted call never outranks a call that stays (no evict / re-admit ping-pong); under "readmit"
+the worst runner the waiting order re-admits ahead of every waiting call (its freed blocks are
+re-hit); "arrival" is vLLM's own rule (worst client class, then the latest arrival)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,46 @@ def test_under_fcfs_both_rules_evict_the_latest_arrival(runners):
     assert b.kv_victim(calls_b).call_id == latest.call_id
 
 
+def _with_head(policy, rule, runners, head):
+    """The runners and one waiting call (the head) in one state."""
+    state, calls = _state(policy, rule, [*runners, head])
+    waiting = calls.pop()
+    state.mark_waiting(waiting, 1e9)
+    return state, calls, waiting
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(POLICIES), st.lists(runner, min_size=1, max_size=12), runner)
+def test_readmit_evicts_the_worst_runner_that_comes_back_first(policy, runners, head):
+    """readmit: if some runner beats the best waiting call, the victim is one of them (re-admitted
+    ahead of every waiting call, so its freed blocks are re-hit), the worst of them; if none does,
+    it is the policy rule's victim."""
+    state, calls, waiting = _with_head(policy, "readmit", runners, head)
+    victim = state.kv_victim(calls, waiting)
+    ahead = [c for c in calls if state.full_key(c) < state.full_key(waiting)]
+    if ahead:
+        assert state.full_key(victim) < state.full_key(waiting)
+        assert all(state.full_key(victim) >= state.full_key(c) for c in ahead)
+    else:
+        assert all(state.full_key(victim) >= state.full_key(c) for c in calls)
+    assert state.kv_victim(calls, None) is max(calls, key=lambda c: (state.full_key(c), c.arrival_s, c.seq))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(POLICIES), st.lists(runner, min_size=1, max_size=12), runner)
+def test_readmit_ranks_follow_the_head_as_victims_join_the_queue(policy, runners, head):
+    """vLLM gets ranks once per schedule(); lite asks again at each eviction with the waiting head
+    of that moment (a victim that beats the head becomes it): the same victims, in the same order."""
+    state, calls, waiting = _with_head(policy, "readmit", runners, head)
+    ranks = state.kv_victim_ranks(calls, waiting)
+    left, best = list(calls), waiting
+    while left:
+        victim = state.kv_victim(left, best)
+        assert max(left, key=lambda c: ranks[c.call_id]) is victim
+        left.remove(victim)
+        best = min(best, victim, key=state.full_key)
+
+
 def test_arrival_rule_evicts_a_fresh_call_that_outranks_a_demoted_one():
     """The case the policy rule exists for: under ATLAS a long-running program (level 3) runs
     beside a fresh program's call (level 0) that arrived later. vLLM's rule evicts the fresh
@@ -114,7 +155,7 @@ def test_unknown_rule_is_refused_with_the_valid_names():
                   lambda: SchedulerSettings.from_config({"kv_victim": "lifo"}),
                   lambda: LiteEngineConfig(kv_victim="lifo"),
                   lambda: EngineOptions(kv_victim="lifo")):
-        with pytest.raises(ValueError, match="valid: policy, arrival"):
+        with pytest.raises(ValueError, match="valid: policy, readmit, arrival"):
             build()
     assert SchedulerSettings.from_config({"kv_victim": "arrival"}).kv_victim == "arrival"
     assert SchedulerSettings.from_config(SchedulerSettings(kv_victim="arrival").to_config()).kv_victim == "arrival"

@@ -160,7 +160,7 @@ def test_kv_options_are_refused_in_the_sweep(dest, capsys):
     (["--workload", "nope"], "valid workloads: "),
     (["--max-num-seqs", "0"], "--max-num-seqs must be >= 1"),
     (["--num-blocks", "0"], "--num-blocks must be >= 1"),
-    (["--kv-victim", "lifo"], "valid: policy, arrival"),
+    (["--kv-victim", "lifo"], "valid: policy, readmit, arrival"),
     (["--locality-threshold", "-1"], "--locality-threshold must be >= 0"),
 ])
 def test_bad_names_and_limits_in_the_sweep(argv, needle, capsys):

@@ -78,7 +78,8 @@ def _decisions(engine, directory, calls_of, aggregation):
     ("srpt", None, 2, None, "policy"),
     # KV-bound: proactive KV preemptions and KV exhaustion inside steps, under both victim rules
     ("plas", None, 4, 80, "policy"), ("plas", None, 4, 80, "arrival"), ("atlas", 0.5, 4, 80, "policy"),
-    ("serpt", None, 4, 80, "policy"), ("serpt", None, 4, 80, "arrival"),
+    ("serpt", None, 4, 80, "policy"), ("serpt", None, 4, 80, "arrival"), ("serpt", None, 4, 80, "readmit"),
+    ("atlas", 0.5, 4, 80, "readmit"),
 ])
 def test_lite_and_vllm_decide_the_same_step_by_step(policy, beta, max_num_seqs, num_blocks, kv_victim):
     (lite, ld, lcalls), (vllm, vd, vcalls) = _engines(policy, beta, max_num_seqs, num_blocks, kv_victim)

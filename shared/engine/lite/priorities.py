@@ -113,7 +113,8 @@ class PriorityMixin:
 
     def _kv_victim(self) -> Seq:
         """KV ran out for a running call: the state's victim (the vLLM shell makes vLLM pick the same)."""
-        return self.seqs[self.sched.kv_victim(self._running_calls()).call_id]
+        head = self.waiting.peek()
+        return self.seqs[self.sched.kv_victim(self._running_calls(), head.sc if head is not None else None).call_id]
 
     def _maintain(self, now_s: float, promoted: list[str]) -> None:
         """Before planning: promotions and ledger changes, applied by the state (as the vLLM shell)."""
