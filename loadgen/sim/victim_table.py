@@ -3,7 +3,8 @@
     python -m loadgen.sim.victim_table docs/results/kv_victim/*.json
 
 A file's rule is its engine's `kv_victim`; files of one workload, seed and engine limits pair up
-by policy. Per policy and seed: each rule's max rate at the SLO (and its bracket), their ratio, and
+by policy, each rule against vLLM's own ("arrival"). Per policy, seed and rule: both max rates at
+the SLO (and their brackets), their ratio, and
 at the highest rate both rules ran and both held stable (the searches share their doubling walk)
 the preemptions, recomputed tokens and prefix-hit rate of each.
 """
@@ -15,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-RULES = ("arrival", "policy")
+RULES = ("arrival", "policy", "readmit")  # the first is the baseline every other is compared to
 
 
 def _regime_key(result: dict) -> tuple:
@@ -44,30 +45,35 @@ def _at(pol: dict, rate: float) -> dict:
 
 
 def rows(collected: dict) -> list[dict]:
+    """One row per regime, policy and rule other than the baseline, where both ran."""
     table = []
+    base_rule = RULES[0]
     for key in sorted(collected, key=str):
         for name, by_rule in sorted(collected[key].items()):
-            if set(by_rule) != set(RULES):
-                continue
-            (old, label), (new, _) = by_rule["arrival"], by_rule["policy"]
-            rates = ({p["rate"] for p in old["points"] if p["stable"]}
-                     & {p["rate"] for p in new["points"] if p["stable"]})
-            common = max(rates) if rates else None
-            row = {"workload": key[0], "seed": key[1], "max_num_seqs": key[2], "num_blocks": key[3],
-                   "policy": name, "common_rate": common}
-            for rule, pol in (("arrival", old), ("policy", new)):
-                crossing = pol["max_rate_at_slos"][label]["crossing"]
-                row[f"{rule}_max_rate"] = crossing["max_rate"]
-                last, bad = crossing.get("last_good_rate"), crossing.get("first_bad_rate")
-                row[f"{rule}_bracket"] = (bad / last - 1) if last and bad else None
-                if common is not None:
-                    reg = _at(pol, common).get("regime") or {}
-                    row[f"{rule}_at_common"] = {k: reg.get(k) for k in
-                                                ("preemptions", "recomputed_tokens", "prefix_hit_rate")}
-            a, b = row["arrival_max_rate"], row["policy_max_rate"]
-            row["ratio"] = b / a if a and b else None
-            table.append(row)
+            for rule in RULES[1:]:
+                if base_rule in by_rule and rule in by_rule:
+                    table.append(_row(key, name, rule, by_rule[base_rule], by_rule[rule]))
     return table
+
+
+def _row(key: tuple, name: str, rule: str, base: tuple, other: tuple) -> dict:
+    (old, label), (new, _) = base, other
+    rates = ({p["rate"] for p in old["points"] if p["stable"]}
+             & {p["rate"] for p in new["points"] if p["stable"]})
+    common = max(rates) if rates else None
+    row = {"workload": key[0], "seed": key[1], "max_num_seqs": key[2], "num_blocks": key[3],
+           "policy": name, "rule": rule, "common_rate": common}
+    for side, pol in (("base", old), ("rule", new)):
+        crossing = pol["max_rate_at_slos"][label]["crossing"]
+        row[f"{side}_max_rate"] = crossing["max_rate"]
+        last, bad = crossing.get("last_good_rate"), crossing.get("first_bad_rate")
+        row[f"{side}_bracket"] = (bad / last - 1) if last and bad else None
+        if common is not None:
+            reg = _at(pol, common).get("regime") or {}
+            row[f"{side}_at_common"] = {k: reg.get(k) for k in ("preemptions", "recomputed_tokens", "prefix_hit_rate")}
+    a, b = row["base_max_rate"], row["rule_max_rate"]
+    row["ratio"] = b / a if a and b else None
+    return row
 
 
 def _fmt(x, spec: str) -> str:
@@ -75,18 +81,19 @@ def _fmt(x, spec: str) -> str:
 
 
 def markdown(table: list[dict]) -> str:
-    lines = ["| regime | policy | max rate, arrival rule | policy rule | policy / arrival | brackets | "
-             "at rate (both stable) | preemptions arrival / policy | recomputed tokens arrival / policy | prefix-hit arrival / policy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| regime | policy | rule | max rate, {RULES[0]} | max rate, rule | rule / {RULES[0]} | brackets | "
+             f"at rate (both stable) | preemptions {RULES[0]} / rule | recomputed tokens {RULES[0]} / rule | "
+             f"prefix-hit {RULES[0]} / rule |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         blocks = f", {r['num_blocks']} blocks" if r["num_blocks"] else ""
         regime = f"{r['workload']}, {r['max_num_seqs']} seqs{blocks}, seed {r['seed']}"
-        a, p = r.get("arrival_at_common") or {}, r.get("policy_at_common") or {}
-        brackets = f"{_fmt(r['arrival_bracket'], '.1%')} / {_fmt(r['policy_bracket'], '.1%')}"
+        a, p = r.get("base_at_common") or {}, r.get("rule_at_common") or {}
+        brackets = f"{_fmt(r['base_bracket'], '.1%')} / {_fmt(r['rule_bracket'], '.1%')}"
         lines.append(
-            f"| {regime} | {r['policy']} | {_fmt(r['arrival_max_rate'], '.4g')} | {_fmt(r['policy_max_rate'], '.4g')} "
-            f"| {_fmt(r['ratio'], '.3f')} | {brackets} | {_fmt(r['common_rate'], '.4g')} "
-            f"| {a.get('preemptions', '-')} / {p.get('preemptions', '-')} "
+            f"| {regime} | {r['policy']} | {r['rule']} | {_fmt(r['base_max_rate'], '.4g')} "
+            f"| {_fmt(r['rule_max_rate'], '.4g')} | {_fmt(r['ratio'], '.3f')} | {brackets} "
+            f"| {_fmt(r['common_rate'], '.4g')} | {a.get('preemptions', '-')} / {p.get('preemptions', '-')} "
             f"| {a.get('recomputed_tokens', '-')} / {p.get('recomputed_tokens', '-')} "
             f"| {_fmt(a.get('prefix_hit_rate'), '.3f')} / {_fmt(p.get('prefix_hit_rate'), '.3f')} |")
     return "\n".join(lines)

@@ -30,8 +30,8 @@ def test_pairs_the_rules_and_compares_at_a_common_rate(tmp_path):
     (row,) = rows(collect(paths))
     assert row["ratio"] == pytest.approx(1.1)
     assert row["common_rate"] == 0.1  # the highest rate both ran and both held stable
-    assert row["arrival_bracket"] == pytest.approx(0.02)
-    assert "react, 256 seqs, 8000 blocks, seed 0 | atlas" in markdown([row])
+    assert row["base_bracket"] == pytest.approx(0.02) and row["rule"] == "policy"
+    assert "react, 256 seqs, 8000 blocks, seed 0 | atlas | policy" in markdown([row])
 
 
 def test_refuses_a_file_without_a_rule_and_duplicates(tmp_path):
