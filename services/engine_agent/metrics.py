@@ -38,6 +38,11 @@ PREFIX_HIT_TOKENS = Counter("autellix_engine_prefix_hit_tokens", "Prompt tokens 
 SERVICE_SECONDS = Counter("autellix_engine_service_seconds", "Engine time of completed calls in the running "
                           "batch", ["engine"])
 WAIT_SECONDS = Counter("autellix_engine_wait_seconds", "Queued time of completed calls", ["engine"])
+# an engine never gives up on a completion silently: these show what it still owes JetStream
+UNACKED_COMPLETIONS = Gauge("autellix_engine_completions_unacked", "Completions made and not yet acked by "
+                            "JetStream (retried until they are; kept in the outbox while it has room)", ["engine"])
+OUTBOX_REFUSED = Gauge("autellix_engine_outbox_refused", "Completions the outbox could not keep (full or "
+                       "failing) since the agent started: a kill would lose them", ["engine"])
 
 # engine stats key -> exported counter (emulated: stats(); lite: the stats dict)
 _RETENTION_COUNTERS = {
@@ -225,3 +230,5 @@ def count_completion(done: m.CallCompleted) -> None:
 def observe_state(agent, interval_s: float) -> None:
     """One state tick: the engine's load, queue by level and own counters into the gauges."""
     metrics_for(agent).state(agent.heartbeat(interval_s), agent.queue_snapshot(), engine_stats_of(agent))
+    UNACKED_COMPLETIONS.labels(agent.engine_id).set(agent.completions.num_unpublished)
+    OUTBOX_REFUSED.labels(agent.engine_id).set(agent.completions.num_unkept)

@@ -11,6 +11,7 @@ import signal
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from services.engine_agent import outbox as ob
@@ -19,6 +20,7 @@ from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.nats_server import NatsServer
+from shared.runtime.ports import free_port
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
 
 
@@ -103,10 +105,10 @@ def test_the_file_is_per_engine_and_per_nats_deployment(tmp_path):
 
 
 # --- a real agent, killed with its completion unacked --------------------------------------------
-def _agent(server: NatsServer, outbox_dir: Path, log: Path, engine_id: str) -> ManagedProcess:
+def _agent(server: NatsServer, outbox_dir: Path, log: Path, engine_id: str, metrics_port: int) -> ManagedProcess:
     env = base_env({"NATS_URL": server.url, "ENGINE_ID": engine_id, "ENGINE_BACKEND": "lite",
                     "ENGINE_OUTBOX_DIR": str(outbox_dir), "ENGINE_ID_CHECK_S": "0", "AUTELLIX_ENV": "development",
-                    "HEARTBEAT_INTERVAL_S": "0.2"})
+                    "HEARTBEAT_INTERVAL_S": "0.2", "METRICS_PORT": str(metrics_port)})
     return ManagedProcess(f"engine_agent-{engine_id}", python_module_argv("services.engine_agent"), env, log).start()
 
 
@@ -126,6 +128,16 @@ async def _heartbeat(bus: Bus, engine_id: str, agent: ManagedProcess, after_ns: 
     return beat.result().started_at_ns
 
 
+async def _unacked(port: int, engine_id: str) -> float | None:
+    """The agent's own count of completions JetStream has not acked (its /metrics)."""
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    for line in text.splitlines():
+        if line.startswith(f'autellix_engine_completions_unacked{{engine="{engine_id}"}}'):
+            return float(line.split()[-1])
+    return None
+
+
 async def _stored(bus: Bus, program: str) -> int:
     """Completions in the stream (a server of the test's own: all of them are this call's)."""
     return (await bus.js.stream_info(subjects.COMPLETIONS_STREAM)).state.messages
@@ -135,7 +147,8 @@ async def test_a_completion_survives_a_kill_of_its_agent_and_arrives_once(tmp_pa
     server = NatsServer(tmp_path / "nats").start()
     bus = await Bus.connect(server.url, "test")
     engine_id, program, call_id = "ob" + uuid.uuid4().hex[:6], "p" + uuid.uuid4().hex[:8], "c-" + uuid.uuid4().hex
-    agent = _agent(server, tmp_path / "outbox", tmp_path / "agent-1.log", engine_id)
+    port = free_port("127.0.0.1")
+    agent = _agent(server, tmp_path / "outbox", tmp_path / "agent-1.log", engine_id, port)
     try:
         await bus.ensure_streams()
         first = await _heartbeat(bus, engine_id, agent)
@@ -156,13 +169,14 @@ async def test_a_completion_survives_a_kill_of_its_agent_and_arrives_once(tmp_pa
             await asyncio.sleep(0.05)
         assert any(c.done and c.finish_reason == "length" for c in chunks), "the client never had its answer"
         await asyncio.sleep(0.5)  # a few refused publishes
+        assert await _unacked(port, engine_id) == 1.0  # owed, and said so (not given up silently)
         os.kill(agent.pid, signal.SIGKILL)
         agent.process.wait(timeout=10)
         assert "completion_publish_retried" in agent.log_tail(50)  # it was trying, and it was refused
 
         await bus.ensure_streams()  # JetStream is back; nothing of this call was ever stored
         assert await _stored(bus, program) == 0
-        agent = _agent(server, tmp_path / "outbox", tmp_path / "agent-2.log", engine_id)
+        agent = _agent(server, tmp_path / "outbox", tmp_path / "agent-2.log", engine_id, port)
         await _heartbeat(bus, engine_id, agent, after_ns=first)
         for _ in range(100):
             if await _stored(bus, program) > 0:
@@ -174,6 +188,11 @@ async def test_a_completion_survives_a_kill_of_its_agent_and_arrives_once(tmp_pa
         stored = await bus.js.get_msg(subjects.COMPLETIONS_STREAM, info.state.last_seq)
         assert call_id.encode() in stored.data
         assert "completion_outbox_replayed" in agent.log_tail(50)
+        for _ in range(20):  # the gauge follows on the next state tick
+            if await _unacked(port, engine_id) == 0.0:
+                break
+            await asyncio.sleep(0.1)
+        assert await _unacked(port, engine_id) == 0.0
     finally:
         agent.terminate()
         agent.wait_or_kill(10.0)
