@@ -1,10 +1,12 @@
-"""SQL for session lifecycle: open, close, look up, expire idle ones, promote (anti-starvation).
+"""SQL for session lifecycle: open, close, look up, expire idle ones, promote (anti-starvation,
+through the core's ledger).
 
 Every function runs inside a transaction its caller owns.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from sqlalchemy import text
@@ -19,7 +21,7 @@ from services.process_table.views import (
     TooManySessions,
     program_view,
 )
-from shared.core.program import ServiceAggregation
+from shared.core.program import ProgramLedger, ServiceAggregation
 from shared.protocol.ids import DEFAULT_TENANT_ID
 from shared.protocol.programs import ONE_CALL_PREFIX
 
@@ -104,20 +106,34 @@ async def expire_idle(conn: AsyncConnection, idle_ttl_s: float, busy: list[str] 
 
 
 async def promote(conn: AsyncConnection, program_id: str, from_epoch: int | None = None) -> ProgramView | None:
-    """Reset W, S and every thread's s_T and bump the epoch, as `ProgramLedger.promote` does.
+    """Apply an anti-starvation promotion with the core's `ProgramLedger.promote` (the one owner of
+    the reset rule) to the row read under its lock, and write the result back.
 
     With from_epoch, a promotion decided on an older epoch (a redelivery, or a second controller)
-    is ignored and None is returned; unknown programs raise ProgramNotFound.
+    is ignored and None is returned; unknown programs raise ProgramNotFound. The row lock makes a
+    completion batch that read the row before it fail its version check (epoch) and retry.
     """
-    result = await conn.execute(
-        text("""UPDATE programs SET service_s = 0, wait_s = 0, promotions = promotions + 1,
-                    epoch = epoch + 1, last_active_at = now()
-                WHERE id = :id AND (CAST(:from_epoch AS int) IS NULL OR epoch = CAST(:from_epoch AS int))
-                RETURNING id"""),
-        {"id": program_id, "from_epoch": from_epoch},
-    )
-    if result.first() is None:
-        await lookup(conn, program_id)  # raises ProgramNotFound when missing
+    row = (await conn.execute(
+        text("SELECT service_s, wait_s, epoch, promotions FROM programs WHERE id = :id FOR UPDATE"),
+        {"id": program_id})).first()
+    if row is None:
+        raise ProgramNotFound(program_id)
+    if from_epoch is not None and row.epoch != from_epoch:
         return None
-    await conn.execute(text("UPDATE threads SET service_s = 0 WHERE program_id = :id"), {"id": program_id})
+    threads = await conn.execute(text("SELECT thread_id, service_s FROM threads WHERE program_id = :id"),
+                                 {"id": program_id})
+    ledger = ProgramLedger(program_id, service_s=row.service_s, wait_s=row.wait_s, epoch=row.epoch,
+                           promotions=row.promotions, thread_service_s={t.thread_id: t.service_s for t in threads})
+    ledger.promote()
+    await conn.execute(
+        text("""UPDATE programs SET service_s = :s, wait_s = :w, promotions = :promotions, epoch = :epoch,
+                    last_active_at = now() WHERE id = :id"""),
+        {"id": program_id, "s": ledger.service_s, "w": ledger.wait_s, "promotions": ledger.promotions,
+         "epoch": ledger.epoch})
+    if ledger.thread_service_s:
+        await conn.execute(
+            text("""UPDATE threads t SET service_s = u.s
+                    FROM json_to_recordset(CAST(:threads AS json)) AS u(t text, s float8)
+                    WHERE t.program_id = :id AND t.thread_id = u.t"""),
+            {"id": program_id, "threads": json.dumps([{"t": t, "s": s} for t, s in ledger.thread_service_s.items()])})
     return await lookup(conn, program_id)
