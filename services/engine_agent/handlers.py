@@ -163,7 +163,7 @@ class EngineAgent:
             prompt_tokens=done.prompt_tokens, output_tokens=done.output_tokens,
             prefix_hit_tokens=done.prefix_hit_tokens, recomputed_tokens=done.recomputed_tokens,
             thread_service_at_submit_s=done.thread_service_at_submit_s, submit_epoch=done.submit_epoch,
-            finish_reason="length", completed_at_ns=time.time_ns())
+            finish_reason="length", completed_at_ns=time.time_ns(), completed_calls_before=route.completed_calls_before)
         self.completions.keep(event)  # in the outbox before the client can have the answer
         end = m.TokenChunk(
             call_id=done.call_id, index=live.take_index(), token_ids=live.fabricate(remaining), done=True,
