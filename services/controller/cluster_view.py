@@ -6,7 +6,8 @@ update from before a promotion is stale, a promotion resets W and S and bumps th
 session's late updates do not bring it back, by one set of rules. The controller keeps only its
 own decisions beside it: when it last promoted each program (the cooldown).
 
-No I/O here: the handlers feed it messages with the receive time, and `decide` asks the pure core.
+No I/O here: the handlers feed it messages with the receive time, and `decide` asks the core's
+`PromotionPlanner` (the same planner the simulator runs) whom to promote.
 """
 
 from __future__ import annotations
@@ -14,13 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.core.program import ServiceAggregation
-from shared.core.starvation import (
-    ProgramTotals,
-    PromotionDecision,
-    StarvationConfig,
-    WaitingCall,
-    plan_promotions,
-)
+from shared.core.promotion_planner import PromotionPlanner
+from shared.core.starvation import ProgramTotals, StarvationConfig, WaitingCall
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.lru import LRU
 from shared.protocol import messages as m
@@ -31,22 +27,31 @@ class ClusterView:
     starvation: StarvationConfig
     cooldown_s: float
     snapshot_max_age_s: float
-    snapshots: dict[str, tuple[float, m.EngineQueueSnapshot]] = field(default_factory=dict)
     max_programs: int = 100_000  # programs remembered, least recently used forgotten first (backstop)
     # programs whose session closed recently: updates of their last calls still arrive after the
     # close and must not bring them back (bounded: 50 closes a second for 5 minutes)
     max_closed: int = 16_384
     programs: CachedProgramDirectory = field(init=False)
-    last_promoted_s: LRU[str, float] = field(init=False)
+    planner: PromotionPlanner = field(init=False)
 
     def __post_init__(self) -> None:
         # the controller folds no completions (it takes the table's S_p whole): the aggregation is unused
         self.programs = CachedProgramDirectory(ServiceAggregation.SUM, capacity=self.max_programs,
                                                closed_capacity=self.max_closed)
-        self.last_promoted_s = LRU(self.max_programs)
+        self.planner = PromotionPlanner(self.starvation, self.cooldown_s, self.snapshot_max_age_s,
+                                        max_programs=self.max_programs)
+
+    @property
+    def snapshots(self) -> dict[str, tuple[float, tuple[WaitingCall, ...]]]:
+        return self.planner.snapshots
+
+    @property
+    def last_promoted_s(self) -> LRU[str, float]:
+        return self.planner.last_promoted_s
 
     def on_snapshot(self, snapshot: m.EngineQueueSnapshot, now_s: float) -> None:
-        self.snapshots[snapshot.engine_id] = (now_s, snapshot)
+        self.planner.on_snapshot(
+            snapshot.engine_id, (WaitingCall(w.program_id, w.wait_s, w.service_s) for w in snapshot.waiting), now_s)
 
     def on_program_service(self, update: m.ProgramServiceUpdated) -> None:
         if self.programs.has_ended(update.program_id):
@@ -62,11 +67,11 @@ class ClusterView:
     def on_session_closed(self, program_id: str) -> None:
         """Its session closed or expired: memory follows open programs, not history."""
         self.programs.close(program_id)
-        self.last_promoted_s.pop(program_id)
+        self.planner.forget(program_id)
 
     def forget(self, program_id: str) -> None:
         self.programs.forget(program_id)
-        self.last_promoted_s.pop(program_id)
+        self.planner.forget(program_id)
 
     def holds(self, program_id: str) -> bool:
         return program_id in self.programs or program_id in self.last_promoted_s
@@ -84,20 +89,11 @@ class ClusterView:
                 out[program_id] = ProgramTotals(wait_s=led.wait_s, service_s=led.service_s)
         return out
 
-    def waiting_calls(self, now_s: float) -> list[WaitingCall]:
-        fresh = [snap for seen_s, snap in self.snapshots.values() if now_s - seen_s <= self.snapshot_max_age_s]
-        return [WaitingCall(w.program_id, w.wait_s, w.service_s) for snap in fresh for w in snap.waiting]
-
     def decide(self, now_s: float) -> list[m.ProgramPromoted]:
         """Promotions to publish now; the view records them (new epoch, W and S reset, cooldown)."""
-        waiting = self.waiting_calls(now_s)
-        decisions: list[PromotionDecision] = plan_promotions(
-            self.starvation, waiting, self.totals({w.program_id for w in waiting}), now_s, self.last_promoted_s,
-            self.cooldown_s)
         promoted = []
-        for d in decisions:
+        for d in self.planner.decide(now_s, self.totals):
             self.programs.promote(d.program_id)  # the core's reset: W = S = 0, epoch + 1
-            self.last_promoted_s.put(d.program_id, now_s)
             epoch = self.programs.ledger(d.program_id).epoch
             promoted.append(m.ProgramPromoted(program_id=d.program_id, epoch=epoch, ratio=d.ratio, reason=d.reason))
         return promoted

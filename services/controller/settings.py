@@ -9,6 +9,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from shared.core.promotion_planner import (
+    DEFAULT_COOLDOWN_S,
+    DEFAULT_DECISION_INTERVAL_S,
+    DEFAULT_SNAPSHOT_MAX_AGE_S,
+)
 from shared.core.tenant_share import TenantShareConfig, parse_tenant_weights
 from shared.settings import MeshSettings
 
@@ -19,9 +24,10 @@ class ControllerSettings(MeshSettings):
     env_prefixes: ClassVar[tuple[str, ...]] = ("AUTELLIX_", "STARVATION_", "PROMOTION_", "TENANT_")
     starvation_beta: float | None = Field(default=5.0, gt=0)  # paper's useful range 3-7
     starvation_min_service_s: float = Field(default=1.0, gt=0)  # denominator floor (one quantum)
-    promotion_cooldown_s: float = Field(default=5.0, ge=0)  # no ping-pong between promote and demote
-    decision_interval_s: float = Field(default=0.5, gt=0)
-    snapshot_max_age_s: float = Field(default=5.0, gt=0)  # an engine silent this long is ignored
+    # the planner's defaults, which the simulator runs too (shared/core/promotion_planner.py)
+    promotion_cooldown_s: float = Field(default=DEFAULT_COOLDOWN_S, ge=0)
+    decision_interval_s: float = Field(default=DEFAULT_DECISION_INTERVAL_S, gt=0)
+    snapshot_max_age_s: float = Field(default=DEFAULT_SNAPSHOT_MAX_AGE_S, gt=0)
     tenant_fair_share: bool = True  # over-entitled tenants' calls go behind the others' (engines)
     tenant_half_life_s: float = Field(default=TenantShareConfig.half_life_s, gt=0, allow_inf_nan=False)
     tenant_share_tolerance: float = Field(default=TenantShareConfig.tolerance, ge=0, allow_inf_nan=False)
