@@ -91,6 +91,6 @@ def serve(settings: SessionApiSettings) -> None:
                "log_config": None,  # uvicorn's loggers go through ours (shared/logging.py): same format
                "timeout_graceful_shutdown": settings.shutdown_drain_s, **uvicorn_options(settings)}
     if settings.api_reuse_port:  # one of several workers on the port (shared_port.py)
-        serve_on_shared_port(app, settings.api_host, settings.api_port, options)
+        serve_on_shared_port(app, settings.api_host, settings.api_port, options, settings.api_worker_port)
         return
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, **options)

@@ -16,6 +16,9 @@ class SessionApiSettings(MeshSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_reuse_port: bool = False  # SO_REUSEPORT: several workers on one port (`autellix up --api-workers`)
+    # with API_REUSE_PORT: this worker's own port, serving only /livez, /healthz and /metrics, so a
+    # supervisor or Prometheus reaches each worker (the shared port reaches whichever one); 0: none
+    api_worker_port: int = Field(default=0, ge=0, le=65535)
     max_prompt_tokens: int = Field(default=131_072, ge=1)  # simulated models: estimated as characters / 4
     max_output_tokens: int = Field(default=16_384, ge=1)
     default_max_tokens: int = Field(default=128, ge=1)  # when a request gives no max_tokens
@@ -75,6 +78,9 @@ class SessionApiSettings(MeshSettings):
             raise ValueError("AUTELLIX_API_KEYS must list tenant:key pairs in production")
         if self.default_max_tokens > self.max_output_tokens:
             raise ValueError("DEFAULT_MAX_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        if self.api_worker_port and (not self.api_reuse_port or self.api_worker_port == self.api_port):
+            raise ValueError("API_WORKER_PORT is a worker's own port beside the shared API_PORT: it needs "
+                             "API_REUSE_PORT=true and a port other than API_PORT")
         unknown = set(self.session_id_opt_in) - {"user", "prompt_cache_key"}
         if unknown:
             raise ValueError(f"SESSION_ID_FIELDS may list only user and prompt_cache_key, not {sorted(unknown)}")

@@ -13,12 +13,14 @@ from enum import StrEnum
 from pathlib import Path
 
 from shared.engine.registry import SIMULATED_BACKENDS
+from shared.runtime.ports import free_port
 
 
 class HealthProbe(StrEnum):
     NATS = "nats"  # answers HealthCheck on subjects.health(<bus service>)
     HEARTBEAT = "heartbeat"  # an EngineHeartbeat from its ENGINE_ID
-    HTTP = "http"  # GET http://API_HOST:API_PORT/healthz (or /livez in a stack without engines) answers 200
+    HTTP = "http"  # GET http://API_HOST:API_PORT/healthz (or /livez in a stack without engines) answers 200;
+    # with several workers, each on its own API_WORKER_PORT
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,17 @@ class ServiceSpec:
         names = [self.name] if replicas == 1 else [f"{self.name}-{i}" for i in range(replicas)]
         if self.probe is HealthProbe.HTTP:
             env = {"API_HOST": opts.host, "API_PORT": str(opts.port)}
-            if replicas > 1:
-                env["API_REUSE_PORT"] = "true"  # every worker binds the one port
-            # with several workers the probe reaches whichever one the kernel picks
-            return [Instance(name, self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
-                             self.needs_database) for name in names]
+            if replicas == 1:
+                return [Instance(names[0], self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
+                                 self.needs_database)]
+            # every worker binds the one port, where the kernel picks which worker a connection
+            # reaches; so each is probed (and scraped) on a port of its own (shared_port.py)
+            out = []
+            for name in names:
+                own = free_port(opts.host)
+                out.append(Instance(name, self.module, env | {"API_REUSE_PORT": "true", "API_WORKER_PORT": str(own)},
+                                    self.probe, f"http://{opts.host}:{own}/healthz", self.needs_database))
+            return out
         return [Instance(name, self.module, {}, self.probe, self.name, self.needs_database) for name in names]
 
 

@@ -1,6 +1,7 @@
 """Where each process of `autellix up` serves Prometheus metrics, and the scrape-target file.
 
-The session API serves /metrics on its own port; every other service gets a free port as
+The session API serves /metrics on its own port (with several workers, each on its
+API_WORKER_PORT); every other service gets a free port as
 METRICS_PORT. The targets are written to `<state-dir>/metrics.json` in Prometheus' file-based
 service discovery format (`file_sd_configs`), so a Prometheus beside the stack scrapes it as is.
 """
@@ -24,8 +25,8 @@ class MetricsPorts:
 
     def env_for(self, inst: Instance) -> dict[str, str]:
         """METRICS_PORT (and host) of one process; the API's are its own."""
-        if inst.probe is HealthProbe.HTTP:
-            self.by_instance[inst.name] = f"{self.host}:{self.api_port}"
+        if inst.probe is HealthProbe.HTTP:  # one worker: the API port; several: each its own
+            self.by_instance[inst.name] = f"{self.host}:{inst.env.get('API_WORKER_PORT', self.api_port)}"
             return {}
         port = free_port(self.host)
         self.by_instance[inst.name] = f"{self.host}:{port}"

@@ -2,7 +2,8 @@
 
 Order of work: NATS (embedded unless NATS_URL is given) -> PostgreSQL (embedded unless
 DATABASE_URL) -> `alembic upgrade head` -> every installed service as its own process -> health
-checks (NATS HealthCheck, engine heartbeats, HTTP /healthz) -> ready. It then waits for Ctrl-C /
+checks (NATS HealthCheck, engine heartbeats, HTTP /healthz; every instance of a service with
+several, each told apart) -> ready. It then waits for Ctrl-C /
 SIGTERM or for a child to die, and stops everything: the front door first, then the other services
 together get SIGTERM and `stop_timeout_s` to drain, then SIGKILL of their process group;
 PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (children also get
@@ -35,11 +36,13 @@ from pathlib import Path
 
 import httpx
 
-from shared.bus import Bus, BusError
+from shared.bus import Bus
 from shared.bus.connection import redact_url
 from shared.logging import configure_logging
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.envelope import decode
+from shared.protocol.errors import ProtocolError
 from shared.runtime.catalog import SERVICES, HealthProbe, Instance, ServiceSpec, StackOptions, plan
 from shared.runtime.metrics_targets import TARGETS_NAME, MetricsPorts
 from shared.runtime.nats_auth import write_private
@@ -218,34 +221,46 @@ class Stack:
             heartbeats.add(msg.body.engine_id)
         await bus.subscribe(subjects.all_engine_heartbeats(), on_heartbeat, types=(m.EngineHeartbeat,))
         pending = {inst.name: inst for inst in self.instances}
+        pids = {p.name: p.pid for p in self.processes}
         try:
             async with httpx.AsyncClient(timeout=1.0) as http:
                 while pending:
                     self._check_children()
                     if interrupted.is_set():
                         raise StartupFailed("interrupted during startup")
+                    answered = await self._nats_answers(bus, pending.values())
                     for name, inst in list(pending.items()):
-                        if await self._probe(inst, bus, http, heartbeats):
+                        if inst.probe is HealthProbe.NATS:
+                            healthy = pids[name] in answered.get(inst.probe_target, ())
+                        else:
+                            healthy = await self._probe(inst, http, heartbeats)
+                        if healthy:
                             del pending[name]
                             self.say(f"{name} healthy")
                     if pending and time.monotonic() > deadline:
                         raise StartupFailed(f"not healthy after {self.cfg.startup_timeout_s:g} s: "
-                                            f"{', '.join(pending)} (logs in {self.log_dir})")
+                                            f"{'; '.join(map(_unanswered, pending.values()))} (logs in {self.log_dir})")
                     if pending:
                         await asyncio.sleep(0.1)
         finally:
             await bus.close()
 
-    async def _probe(self, inst: Instance, bus: Bus, http: httpx.AsyncClient, heartbeats: set[str]) -> bool:
+    async def _nats_answers(self, bus: Bus, pending) -> dict[str, set[int]]:
+        """Per bus service still pending, the pids of its instances that answer HealthCheck ok.
+        Every instance answers `health.<service>` (a plain request would take the first reply,
+        so one of two routers would pass for both): the replies are gathered for a short while
+        and told apart by the pid in their instance id."""
+        expected: dict[str, int] = {}
+        for inst in pending:
+            if inst.probe is HealthProbe.NATS:
+                expected[inst.probe_target] = expected.get(inst.probe_target, 0) + 1
+        answers = await asyncio.gather(*(_gather_health(bus, service, n) for service, n in expected.items()))
+        return dict(zip(expected, answers, strict=True))
+
+    async def _probe(self, inst: Instance, http: httpx.AsyncClient, heartbeats: set[str]) -> bool:
         if inst.probe is HealthProbe.HEARTBEAT:
             return inst.probe_target in heartbeats
-        if inst.probe is HealthProbe.NATS:
-            try:
-                status = await bus.request(subjects.health(inst.probe_target), m.HealthCheck(), timeout_s=0.5)
-            except BusError:
-                return False
-            return bool(status.ok)
-        try:
+        try:  # one worker: the API port; several: each worker's own port (catalog.py)
             resp = await http.get(inst.probe_target)
         except httpx.HTTPError:
             return False
@@ -298,6 +313,50 @@ class Stack:
         for name in (MANIFEST_NAME, TARGETS_NAME):
             if (self.state_dir / name).exists():
                 (self.state_dir / name).unlink()
+
+
+def _unanswered(inst: Instance) -> str:
+    if inst.probe is HealthProbe.NATS:
+        return f"{inst.name} (no ok HealthCheck answer from its pid on {subjects.health(inst.probe_target)})"
+    if inst.probe is HealthProbe.HEARTBEAT:
+        return f"{inst.name} (no heartbeat from engine {inst.probe_target})"
+    return f"{inst.name} (no 200 from {inst.probe_target})"
+
+
+def instance_pid(instance_id: str) -> int | None:
+    """The pid in a bus instance id (`<service>.<host>.<pid>.<hex>`, envelope.make_publisher_id;
+    the host may hold dots, the tail does not)."""
+    parts = instance_id.rsplit(".", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+async def _gather_health(bus: Bus, service: str, expected: int, window_s: float = 0.5) -> set[int]:
+    """The pids of the instances of `service` that answer HealthCheck ok within `window_s`
+    (sooner once `expected` have)."""
+    replies: asyncio.Queue = asyncio.Queue()
+
+    async def on_reply(raw) -> None:
+        replies.put_nowait(raw.data)
+    inbox = bus.nc.new_inbox()
+    sub = await bus.nc.subscribe(inbox, cb=on_reply)
+    pids: set[int] = set()
+    try:
+        await bus.publish(subjects.health(service), m.HealthCheck(), reply=inbox)
+        deadline = time.monotonic() + window_s
+        while len(pids) < expected and (left := deadline - time.monotonic()) > 0:
+            try:
+                data = await asyncio.wait_for(replies.get(), left)
+            except TimeoutError:
+                break
+            try:
+                status = decode(data).body
+            except ProtocolError:
+                continue  # not a health reply: that instance is not (yet) healthy
+            if isinstance(status, m.HealthStatus) and status.ok and (pid := instance_pid(status.instance_id)):
+                pids.add(pid)
+    finally:
+        await sub.unsubscribe()
+    return pids
 
 
 async def run_stack(cfg: StackConfig, on_ready: Callable[[Stack], None] | None = None) -> int:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import socket
 
 import pytest
+from pydantic import ValidationError
 
+from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_port import reuse_port_socket
 from shared.runtime.catalog import StackOptions, plan
+from shared.runtime.metrics_targets import MetricsPorts
 from shared.runtime.ports import free_port
 
 
@@ -19,12 +22,29 @@ def test_workers_and_routers_become_instances_on_one_port():
     assert [i.name for i in api] == ["session_api-0", "session_api-1", "session_api-2"]
     assert {i.env["API_PORT"] for i in api} == {"9100"} and all(i.env["API_REUSE_PORT"] == "true" for i in api)
     assert names[-3:] == [i.name for i in api]  # the front door still starts last
+    # each worker is probed and scraped on a port of its own (the shared one reaches any worker)
+    own = [i.env["API_WORKER_PORT"] for i in api]
+    assert len(set(own)) == 3 and "9100" not in own
+    assert [i.probe_target for i in api] == [f"http://127.0.0.1:{p}/healthz" for p in own]
+    metrics = MetricsPorts(StackOptions(api_workers=3, port=9100))
+    for inst in api:
+        metrics.env_for(inst)
+    assert [metrics.by_instance[i.name] for i in api] == [f"127.0.0.1:{p}" for p in own]
+
+
+def test_a_worker_port_needs_the_shared_port():
+    with pytest.raises(ValidationError, match="API_WORKER_PORT"):
+        SessionApiSettings(api_worker_port=9101, api_port=9100)
+    with pytest.raises(ValidationError, match="API_WORKER_PORT"):
+        SessionApiSettings(api_worker_port=9100, api_port=9100, api_reuse_port=True)
+    assert SessionApiSettings(api_worker_port=9101, api_port=9100, api_reuse_port=True).api_worker_port == 9101
 
 
 def test_one_of_each_keeps_the_plain_names():
     instances, _ = plan(StackOptions())
     assert {"router", "session_api"} <= {i.name for i in instances}
-    assert "API_REUSE_PORT" not in next(i for i in instances if i.name == "session_api").env
+    api = next(i for i in instances if i.name == "session_api")
+    assert "API_REUSE_PORT" not in api.env and "API_WORKER_PORT" not in api.env
 
 
 @pytest.mark.parametrize(("options", "flag"), [(StackOptions(api_workers=0), "--api-workers"),
