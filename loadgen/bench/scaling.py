@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 
+from loadgen.bench import worker_split
 from loadgen.bench.cpu import CpuWindow, load_average, stack_role
 from loadgen.bench.scaling_model import predict
 from loadgen.bench.spread import summary
@@ -88,51 +87,24 @@ async def _calls(pool: LeanHttpPool, request: bytes, seconds: float, concurrency
     return count, errors, time.perf_counter() - t0
 
 
-def _listening_workers(stack_pid: int, port: int) -> int:
-    """session_api processes of the stack with their listening socket on `port` bound."""
-    count = 0
-    for proc in psutil.Process(stack_pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if stack_role(proc) == "session_api" and any(
-                    c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
-                count += 1
-    return count
-
-
-async def _every_worker_ready(url: str, workers: int, stack_pid: int, port: int, timeout_s: float = 30.0) -> None:
-    """`autellix up` is healthy once one worker answers: the others may not listen yet (a client
-    connecting then never reaches them) or not have heard an engine. So: every worker listens,
-    then many fresh connections (random workers) in a row answer 200."""
-    deadline = time.monotonic() + timeout_s
-    while _listening_workers(stack_pid, port) < workers:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not every API worker listened on port {port} within {timeout_s:g} s")
-        await asyncio.sleep(0.1)
-    in_a_row = 0
-    async with httpx.AsyncClient(timeout=2.0, limits=httpx.Limits(max_keepalive_connections=0)) as http:
-        while in_a_row < 8 * workers:
-            in_a_row = in_a_row + 1 if (await http.get(f"{url}/healthz")).status_code == 200 else 0
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not every API worker saw the engine within {timeout_s:g} s")
-            if not in_a_row:
-                await asyncio.sleep(0.1)
-
-
 async def measure(workers: int, routers: int, shared_limits: bool, seconds: float, concurrency: int,
                   port: int) -> dict:
     env = {"TIME_SCALE": "0", "LOG_LEVEL": "warning", "SHARED_LIMITS": str(shared_limits).lower()}
     stack = await asyncio.to_thread(start_stack, "atlas", 1, port, "lite", 180.0, None, env,
                                     ("--api-workers", str(workers), "--routers", str(routers)))
-    try:
-        await _every_worker_ready(stack.url, workers, stack.proc.pid, port)
+    try:  # `autellix up` is ready once every worker answers on its own port (start_stack waits for it)
+        api = worker_split.api_workers(stack.state_dir)
         async with LeanHttpPool(stack.url, concurrency) as pool:
             request = pool.request_bytes("/v1/chat/completions", json.dumps(CHAT_BODY).encode(),
                                          {"Authorization": f"Bearer {stack.api_key}"})
             await _calls(pool, request, min(2.0, seconds), concurrency)  # warm-up: every worker, every connection
+            calls_before = await worker_split.calls_so_far(api)
             load_start = load_average()
             window = CpuWindow(pids=_postgres(stack.state_dir), tree_roles={stack.proc.pid: _per_process_role}).start()
             count, errors, elapsed_s = await _calls(pool, request, seconds, concurrency)
             per_process = window.per_unit_ms(count)
+            conns = worker_split.connections(api, port)
+            workers_split = worker_split.split(calls_before, await worker_split.calls_so_far(api), conns)
     finally:
         await asyncio.to_thread(stack.stop)
     client = per_process.pop("client")
@@ -144,6 +116,8 @@ async def measure(workers: int, routers: int, shared_limits: bool, seconds: floa
             "cpu_ms_per_call": per_service,
             "cpu_ms_per_call_serving": round(sum(v for k, v in per_service.items() if k != "client"), 4),
             "cpu_ms_per_call_per_process": per_process,
+            # connections and calls per API worker: the kernel hashes connections (worker_split.py)
+            "workers_split": workers_split,
             "load_average_1m": [load_start, load_average()]}
 
 
@@ -161,6 +135,7 @@ def _summarize(runs: list[dict]) -> list[dict]:
             "api_workers": workers, "routers": routers, "shared_limits": shared,
             "calls_per_s": summary([r["calls_per_s"] for r in mine], 1),
             "refused_per_run": [sum(r["refused"].values()) for r in mine],
+            "largest_worker_share_per_run": [r["workers_split"]["largest_share"] for r in mine if "workers_split" in r],
             # the cores the stack and its client actually got: calls/s x their CPU per call (a
             # shared host gives the stack much less than its 2 cores)
             "cores_used": summary([r["calls_per_s"] * (r["cpu_ms_per_call_serving"] + r["cpu_ms_per_call"]["client"])

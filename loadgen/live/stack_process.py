@@ -78,14 +78,22 @@ def start_stack(policy: str, engines: int, port: int, backend: str = "lite",
     return stack
 
 
+def _said_ready(stack: StackProcess) -> bool:
+    try:
+        return "autellix up: ready:" in stack.log_path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def _wait_ready(stack: StackProcess, engines: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         if stack.proc.poll() is not None:
             raise RuntimeError(f"autellix up exited with {stack.proc.returncode}:\n{stack.log_tail()}")
-        try:
+        try:  # the supervisor's "ready" comes once every process answers (each API worker on
+            # its own port); the shared port's /healthz alone is whichever worker the kernel picks
             health = httpx.get(f"{stack.url}/healthz", timeout=2.0).json()
-            if health.get("ok") and len(health.get("engines", ())) >= engines:
+            if health.get("ok") and len(health.get("engines", ())) >= engines and _said_ready(stack):
                 return
         except (httpx.HTTPError, ValueError):
             pass

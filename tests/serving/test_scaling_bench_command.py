@@ -30,6 +30,10 @@ def test_scaling_bench_tiny(tmp_path) -> None:
     per_process = run["cpu_ms_per_call_per_process"]
     assert sum(k.startswith("session_api#") for k in per_process) == 2  # two workers on the one port
     assert sum(k.startswith("router#") for k in per_process) == 2
+    split = run["workers_split"]["per_worker"]  # each worker's calls from its own counter
+    assert set(split) == {"session_api-0", "session_api-1"}
+    assert sum(w["calls"] for w in split.values()) >= run["calls"]  # its refusals count there too
+    assert sum(w["connections"] for w in split.values()) == 8
     assert {"session_api", "router", "engine_agent", "process_table", "nats", "client"} <= set(run["cpu_ms_per_call"])
     (row,) = result["summary"]
     assert row["predicted"]["16"]["calls_per_s"] > 0 and row["predicted"]["16"]["bound_by"]
