@@ -185,6 +185,7 @@ async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_t
     arms = {"all_float": (every, every), "mesh_off_worker_core": (free, every), "both_off_worker_core": (free, free)}
     rng = random.Random(3)
     res = {arm: {"mesh": ([], []), "direct": ([], [])} for arm in arms}
+    by_block: dict[str, list[float]] = {arm: [] for arm in arms}  # added e2e p50 of each block
     try:
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=concurrency * 2)) as http:
             for side in ("direct", "mesh"):
@@ -193,11 +194,14 @@ async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_t
                 for arm in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
                     _pin(pids["mesh"], arms[arm][0])
                     _pin(pids["direct"], arms[arm][1])
+                    block: dict[str, list[float]] = {"mesh": [], "direct": []}
                     for i in range(rounds):
                         for side in (("direct", "mesh") if i % 2 == 0 else ("mesh", "direct")):
                             for e2e, ttft in await _round(http, urls[side], concurrency, max_tokens, rng):
                                 res[arm][side][0].append(e2e)
                                 res[arm][side][1].append(ttft)
+                                block[side].append(e2e)
+                    by_block[arm].append(round((percentile(block["mesh"], 50) - percentile(block["direct"], 50)) * 1e3, 1))
     finally:
         _pin(pids["mesh"], every)
         _pin(pids["direct"], every)
@@ -206,6 +210,7 @@ async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_t
         lat = {side: {"e2e": _summary(e), "ttft": _summary(t)} for side, (e, t) in r.items()}
         lat["added_ms"] = {f"{k}_{q}": round(lat["mesh"][k][f"{q}_ms"] - lat["direct"][k][f"{q}_ms"], 2)
                            for k in ("e2e", "ttft") for q in ("p50", "p99")}
+        lat["added_e2e_p50_ms_by_block"] = by_block[arm]
         out[arm] = lat
     return {"concurrency": concurrency, "blocks": blocks, "rounds_per_block": rounds,
             "mesh_cpus": {a: sorted(c[0]) for a, c in arms.items()}, "arms": out}
