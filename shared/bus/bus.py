@@ -216,8 +216,8 @@ class Bus:
         """Publish a lifecycle event to the audit stream (a `CallCompleted` to the completions
         stream, with an unacked copy on the audit stream) and wait for the stream's ack; a full
         completions stream raises `CompletionRefused` (retry later).
-        Returns the stream sequence. Retried once: with the same message id (the stream drops the
-        copy), except call completions, which carry none (the process table is idempotent by call id,
+        Returns the stream sequence. Retried within twice `timeout_s`: with the same message id (the
+        stream drops the copy; one still pending is waited for), except call completions, which carry none (the process table is idempotent by call id,
         so a retried completion may be stored twice but never counts twice)."""
         return await jetstream.publish_event(self, msg, timeout_s)
 

@@ -47,6 +47,8 @@ AUDIT_MAX_AGE_S = 7 * 24 * 3600.0
 AUDIT_MAX_BYTES = 1 << 30
 COMPLETIONS_MAX_BYTES = 4 << 30
 DUPLICATE_WINDOW_S = 120.0
+DUPLICATE_IN_PROCESS = 10158  # JetStream's error: a copy with this Nats-Msg-Id is still being stored
+IN_PROCESS_WAIT_S = 0.25  # before asking again
 
 
 class CompletionRefused(Exception):
@@ -136,20 +138,31 @@ async def _audit_copy(bus: Bus, msg: Any, data: bytes) -> None:
 
 
 async def publish_event(bus: Bus, msg: Any, timeout_s: float) -> int:
+    """Publish and wait for the ack, for at most two `timeout_s` in all: a timed-out publish is sent
+    again with the same `Nats-Msg-Id`, and while the stream has no quorum (a leader election) the
+    copy sent first is still pending, so JetStream answers the retry "duplicate message id is in
+    process" (DUPLICATE_IN_PROCESS). That retry is repeated until the first copy is stored (the ack
+    then says duplicate) or the time is up (a timeout), instead of failing at once."""
     subject, data = _target(bus, msg)
     headers = _msg_id(bus, msg)
-    for attempt in (1, 2):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2 * timeout_s
+    while True:
+        left_s = deadline - loop.time()
         try:
-            ack = await bus.js.publish(subject, data, timeout=timeout_s, headers=headers)
+            ack = await bus.js.publish(subject, data, timeout=max(min(timeout_s, left_s), 0.05), headers=headers)
             await _audit_copy(bus, msg, data)
             return ack.seq
         except nats.errors.TimeoutError:
-            if attempt == 2:
+            if deadline - loop.time() <= 0.05:
                 raise
             bus.log.warning("event_publish_retried", subject=subject, timeout_s=timeout_s)
         except nats.js.errors.APIError as exc:  # e.g. the completions stream is full (discard new)
-            raise CompletionRefused(f"{subject}: {exc}") from None
-    raise AssertionError("unreachable")
+            if exc.err_code != DUPLICATE_IN_PROCESS or headers is None:
+                raise CompletionRefused(f"{subject}: {exc}") from None
+            if deadline - loop.time() <= IN_PROCESS_WAIT_S:
+                raise nats.errors.TimeoutError from None  # not stored in time, like a timeout
+            await asyncio.sleep(IN_PROCESS_WAIT_S)
 
 
 async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
