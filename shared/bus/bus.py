@@ -217,8 +217,9 @@ class Bus:
         stream, with an unacked copy on the audit stream) and wait for the stream's ack; a full
         completions stream raises `CompletionRefused` (retry later).
         Returns the stream sequence. Retried within twice `timeout_s`: with the same message id (the
-        stream drops the copy; one still pending is waited for), except call completions, which carry none (the process table is idempotent by call id,
-        so a retried completion may be stored twice but never counts twice)."""
+        stream drops the copy; one still pending is waited for), except call completions, which
+        carry none (the process table is idempotent by call id, so a retried completion may be
+        stored twice but never counts twice)."""
         return await jetstream.publish_event(self, msg, timeout_s)
 
     async def publish_event_nowait(self, msg: Any) -> asyncio.Future:
