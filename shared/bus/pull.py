@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import api
@@ -32,7 +33,7 @@ from shared.logging import get_logger
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
-CONSUMER_CREATE_WAIT_S = 30.0  # how long a consumer's creation waits out JetStream's 503s
+CONSUMER_CREATE_WAIT_S = 30.0  # how long a consumer's creation waits out JetStream's 503s and silences
 
 if TYPE_CHECKING:
     from shared.bus.bus import Bus
@@ -88,12 +89,13 @@ class PullConsumer:
                 self.log.warning("consumer_config_kept", reason=str(exc))
                 await js.consumer_info(self.stream, self.name)  # raises if there is none at all
                 break
-            except nats.js.errors.ServiceUnavailableError as exc:
+            except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
                 # a replicated stream just made (or a cluster still forming) has no leader yet:
-                # JetStream answers 503 "insufficient resources" until it has one
+                # JetStream answers 503 "insufficient resources" until it has one; a server
+                # restarting under load (JetStream takes seconds to start) answers nothing at all
                 if time.monotonic() > deadline:
                     raise
-                self.log.info("consumer_create_retry", reason=str(exc))
+                self.log.info("consumer_create_retry", reason=f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(0.5)
         nc = self.bus.nc
         self._inbox = nc.new_inbox()

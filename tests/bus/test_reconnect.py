@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from shared.bus import Bus
+from shared.bus import Bus, pull
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.runtime.nats_server import NatsServer
@@ -67,4 +67,28 @@ async def test_reconnect_after_server_restart(tmp_path):
     finally:
         await producer.close()
         await consumer.close()
+        server.stop()
+
+
+async def test_a_consumer_created_while_the_server_restarts_waits_for_it(tmp_path):
+    """A service starting just as NATS restarts: its consumer's creation gets no answer for a while
+    (JetStream takes seconds to start under load) and waits it out instead of failing the start."""
+    server = NatsServer(tmp_path / "store").start()
+    port = server.port
+    bus = await Bus.connect(server.url, service="process_table", connect_timeout_s=2.0)
+    try:
+        await bus.ensure_streams()
+        server.stop()
+        consumer = pull.PullConsumer(bus, subjects.COMPLETIONS_STREAM, pull.durable_config(
+            "restart_probe", subjects.all_completions(), 5.0, 100), batch_size=10,
+            arrive=pull.decoding(bus, (m.CallCompleted,)))
+        starting = asyncio.create_task(consumer.start(unavailable_for_s=20.0))
+        await asyncio.sleep(1.5)  # several creation attempts go unanswered
+        assert not starting.done()
+        server = NatsServer(tmp_path / "store", port=port).start()
+        await asyncio.wait_for(starting, timeout=20.0)
+        assert (await consumer.info()).name == "restart_probe"
+        await consumer.stop()
+    finally:
+        await bus.close()
         server.stop()
