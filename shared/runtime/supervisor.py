@@ -186,6 +186,8 @@ class Stack:
                **inst.env}
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
+        if role == "engine_agent" and "ENGINE_OUTBOX_DIR" not in os.environ:
+            env.setdefault("ENGINE_OUTBOX_DIR", str(self.state_dir / "engine-outbox"))  # beside the stack's state
         if self.api_keys:
             env["AUTELLIX_API_KEYS"] = self.api_keys
         return base_env(env)
