@@ -9,6 +9,7 @@ from loadgen.calibrate.summary import program_summary
 from loadgen.sim.simulator import SimConfig, Simulation
 from loadgen.workloads.spec import ProgramSpec
 from shared.core.policy import SchedulingPolicy, parse_policy
+from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.engine.cost_model import CostModel
 from shared.engine.lite import LiteEngine, LiteEngineConfig
@@ -29,10 +30,11 @@ def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealE
     pol = SchedulingPolicy(parse_policy(policy))
     directory = DictProgramDirectory()
     cfg = LiteEngineConfig(preset=preset, token_budget=shape.token_budget, max_num_seqs=shape.max_num_seqs,
-                           block_size=shape.block_size, num_blocks=shape.num_blocks)
+                           block_size=shape.block_size, num_blocks=shape.num_blocks,
+                           starvation=StarvationConfig(beta=None))  # the controller promotes, as live
     engine = LiteEngine("e0", pol, directory, cfg, cost)
     arrivals = [p.arrival_s for p in programs]
-    outcome = Simulation(programs, arrivals, [engine], directory, SimConfig(policy=pol)).run()
+    outcome = Simulation(programs, arrivals, [engine], directory, SimConfig(policy=pol, starvation=StarvationConfig())).run()
     done = [(r.response_s, r.normalized_latency_s) for r in outcome.records if r.finish_s <= cutoff_s]
     regime = outcome.summary()["regime"]
     return {**program_summary(len(programs), done),

@@ -13,6 +13,7 @@ import math
 
 from loadgen.workloads.spec import ProgramSpec
 from shared.core.policy import SchedulingPolicy, parse_policy
+from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.stats import percentile
 
@@ -27,9 +28,11 @@ def simulate_point(programs: list[ProgramSpec], policy: str, engines: int, max_n
     pol = SchedulingPolicy(parse_policy(policy))
     directory = DictProgramDirectory()
     limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
+    # promotions as the live run's: its controller decides (default beta), its engines never do
+    limits["starvation"] = StarvationConfig(beta=None)
     fleet = [LiteEngine(f"e{i}", pol, directory, LiteEngineConfig(**limits)) for i in range(engines)]
     arrivals = [p.arrival_s for p in programs]
-    outcome = Simulation(programs, arrivals, fleet, directory, SimConfig(policy=pol)).run()
+    outcome = Simulation(programs, arrivals, fleet, directory, SimConfig(policy=pol, starvation=StarvationConfig())).run()
     done = sorted(r.normalized_latency_s for r in outcome.records if r.finish_s <= cutoff_s)
     finishes = [r.finish_s for r in outcome.records if r.finish_s <= cutoff_s]
     span_s = max(max(finishes, default=0.0) - min(arrivals, default=0.0), 1e-12)

@@ -71,9 +71,14 @@ class EngineOptions:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def controller_starvation(self) -> StarvationConfig:
+        """`beta` is the controller's (`SimConfig.starvation`): the engines never promote locally,
+        as production's do not (its engine agents run with beta=None)."""
+        return StarvationConfig(beta=self.beta)
+
     def spec(self) -> registry.EngineSpec:
         return registry.EngineSpec(
-            preset=self.preset, starvation=StarvationConfig(beta=self.beta), batching=self.batching,
+            preset=self.preset, starvation=StarvationConfig(beta=None), batching=self.batching,
             prefix_caching=self.prefix_cache, preemption=self.preemption, max_num_seqs=self.max_num_seqs,
             num_blocks=self.num_blocks, host_kv_blocks=self.host_kv_blocks, batched_swap=self.batched_swap,
             kv_victim=self.kv_victim)

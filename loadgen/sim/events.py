@@ -16,8 +16,10 @@ class EventKind(IntEnum):
     STEP_END = 0
     CALL_READY = 1
     PROGRAM_ARRIVAL = 2
-    # last: a step that starts at t sees every call submitted at t
-    STEP_START = 3
+    # the controller's decision round: after the calls of t are submitted, before steps start
+    CONTROLLER_TICK = 3
+    # last: a step that starts at t sees every call submitted (and every promotion made) at t
+    STEP_START = 4
 
 
 class EventQueue:

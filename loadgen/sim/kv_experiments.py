@@ -165,7 +165,8 @@ class KvExperiment:
 
     def engines(self, kv: str, policy: SchedulingPolicy, directory: DictProgramDirectory) -> list[LiteEngine]:
         cfg = self.config
-        spec = EngineSpec(preset=cfg.preset, starvation=StarvationConfig(beta=cfg.beta), batching=cfg.batching,
+        # beta is the controller's (run_one's SimConfig): engines never promote locally, as in production
+        spec = EngineSpec(preset=cfg.preset, starvation=StarvationConfig(beta=None), batching=cfg.batching,
                           prefix_caching=kv != "lru", max_num_seqs=cfg.max_num_seqs, num_blocks=cfg.num_blocks,
                           kv_retention=cfg.retention if kv == "workflow" else None)
         return build_engines(cfg.engine, cfg.num_engines, policy, directory, spec)
@@ -185,7 +186,8 @@ class KvExperiment:
                                                         hold_when="open" if fair == "afs-hold-open" else "at-risk")
                                if fair != "off" else None)
         base_router = RouterName.LEAST_LOADED if router == AFFINITY else RouterName(router)
-        sim_cfg = SimConfig(policy, base_router, cfg.locality_threshold_tokens, time_cap_s=self.time_cap_s)
+        sim_cfg = SimConfig(policy, base_router, cfg.locality_threshold_tokens, time_cap_s=self.time_cap_s,
+                            starvation=StarvationConfig(beta=cfg.beta))
         t0 = time.perf_counter()
         sim = KvSimulation(self.programs, self.arrivals, engines, directory, sim_cfg, options)
         outcome = sim.run()

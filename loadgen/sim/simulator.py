@@ -3,6 +3,8 @@ each call to an engine, engines step on a virtual clock, completions update the 
 
 The process table is a `DictProgramDirectory` shared by every engine (the simulator's stand-in for
 the process_table service); it is updated with the same `ProgramLedger` transitions production uses.
+Anti-starvation promotions are decided as production's controller decides them (`controller.py`:
+the core's `PromotionPlanner` over the engines' queue snapshots) when `SimConfig.starvation` is set.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from loadgen.sim.controller import SimController
 from loadgen.sim.events import EventKind, EventQueue
 from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
 from loadgen.sim.program_run import ProgramRun
@@ -17,6 +20,7 @@ from loadgen.workloads.spec import CallSpec, ProgramSpec
 from shared.core.policy import SchedulingPolicy
 from shared.core.routing import RouterName, choose_engine
 from shared.core.size_estimator import SizeEstimator
+from shared.core.starvation import StarvationConfig
 from shared.engine.api import CallCompletion, DictProgramDirectory, Engine, EngineCall
 
 # Isolated run time of a call given its uncached prompt tokens: the SRPT oracle's estimate.
@@ -34,6 +38,9 @@ class SimConfig:
     # stop early (unstable) when more programs than this are in the system at once: a backlog
     # that size means the run is past saturation, and draining it only burns compute
     max_in_system: int | None = None
+    # the controller's anti-starvation (production's planner, every decision interval); None: no
+    # controller (an engine may still promote locally if its own StarvationConfig says so)
+    starvation: StarvationConfig | None = None
 
 
 def oracle_call_times(spec: ProgramSpec, oracle: CallTimeOracle) -> list[float]:
@@ -76,6 +83,9 @@ class Simulation:
         self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
         self._in_system = 0
         self._max_in_system_seen = 0
+        self._controller = SimController(config.starvation, directory) \
+            if config.starvation is not None and config.starvation.beta is not None else None
+        self._round_pending = False
 
     def run(self) -> PointOutcome:
         for i, t in enumerate(self._arrivals_s):
@@ -84,7 +94,11 @@ class Simulation:
         stop = None
         limit = self._config.max_in_system
         while self._queue:
-            now, kind, payload = self._queue.pop()
+            at_s, kind, payload = self._queue.pop()
+            if kind is EventKind.CONTROLLER_TICK:  # not an event of the run: no stop, no end time
+                self._controller_round(at_s)
+                continue
+            now = at_s
             if now > self._config.time_cap_s:
                 stop = "time cap"
                 break
@@ -107,6 +121,21 @@ class Simulation:
         )
 
     # -- events -------------------------------------------------------------------------------
+
+    def _controller_round(self, now: float) -> None:
+        """The controller's round, every decision interval while a call waits somewhere (a round
+        with nothing waiting changes nothing: idle stretches are skipped, the grid kept)."""
+        self._round_pending = False
+        if now > self._config.time_cap_s:
+            self._round_pending = True  # no more rounds
+            return
+        self._regime.promotions += len(self._controller.tick(now))
+        self._schedule_round(now + self._controller.decision_interval_s)
+
+    def _schedule_round(self, now: float) -> None:
+        if self._controller is not None and not self._round_pending and self._controller.has_waiting():
+            self._round_pending = True
+            self._queue.push(self._controller.next_round_s(now), EventKind.CONTROLLER_TICK, None)
 
     def _arrive(self, index: int, now: float) -> None:
         spec = self._programs[index]
@@ -142,6 +171,9 @@ class Simulation:
             run.primary_engine = engine_id
         self._in_flight[spec.call_id] = (run, index, ledger.thread_service(spec.thread_id), ledger.epoch)
         self._calls_per_engine[engine_id] += 1
+        if self._controller is not None:
+            self._controller.on_submit(engine_id, call.call_id, call.program_id, now)
+            self._schedule_round(now)
         self._engines[engine_id].submit(call, now)
         self._maybe_start(engine_id, now)
 
@@ -177,6 +209,9 @@ class Simulation:
 
     def _end_step(self, engine_id: str, report, now: float) -> None:
         self._busy[engine_id] = False
+        if self._controller is not None:
+            self._controller.on_step_end(engine_id, report)
+            self._schedule_round(now)
         for completion in report.finished:
             self._complete(completion, now)
         self._maybe_start(engine_id, now)
@@ -210,3 +245,5 @@ class Simulation:
             self._sizes.observe(spec.workload, run.service_s)
         # a finished program has no call left in any engine: drop its ledger (bounded memory)
         self._directory.ledgers.pop(spec.program_id, None)
+        if self._controller is not None:
+            self._controller.forget(spec.program_id)

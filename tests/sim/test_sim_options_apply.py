@@ -59,7 +59,8 @@ LITE_CASES = [
     ("--max-num-seqs", "3", lambda e, s: lite_cfg(e).max_num_seqs, 3),
     ("--num-blocks", "4000", lambda e, s: e.num_blocks, 4000),
     ("--batching", "v0", lambda e, s: lite_cfg(e).mode.value, "v0"),
-    ("--beta", "none", lambda e, s: lite_cfg(e).starvation.beta, None),
+    # the controller's (the run's), as in production; the engines never promote on their own
+    ("--beta", "none", lambda e, s: (s.starvation.beta, lite_cfg(e).starvation.beta), (None, None)),
     ("--preset", "llama3.1-8b-h100", lambda e, s: lite_cfg(e).preset, "llama3.1-8b-h100"),
     ("--locality-threshold", "512", lambda e, s: s.locality_threshold_tokens, 512),
     ("--engines", "2", lambda e, s: len({x.engine_id for x in e}), 2),
