@@ -13,7 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 
 from shared.engine.registry import SIMULATED_BACKENDS
-from shared.runtime.ports import free_port
 
 
 class HealthProbe(StrEnum):
@@ -92,14 +91,18 @@ class ServiceSpec:
                 return [Instance(names[0], self.module, env, self.probe, f"http://{opts.host}:{opts.port}/healthz",
                                  self.needs_database)]
             # every worker binds the one port, where the kernel picks which worker a connection
-            # reaches; so each is probed (and scraped) on a port of its own (shared_port.py)
-            out = []
-            for name in names:
-                own = free_port(opts.host)
-                out.append(Instance(name, self.module, env | {"API_REUSE_PORT": "true", "API_WORKER_PORT": str(own)},
-                                    self.probe, f"http://{opts.host}:{own}/healthz", self.needs_database))
-            return out
+            # reaches; so each is probed (and scraped) on a port of its own, picked as it starts
+            # (with_own_port, shared_port.py)
+            return [Instance(name, self.module, env | {"API_REUSE_PORT": "true"}, self.probe,
+                             f"http://{opts.host}:{opts.port}/healthz", self.needs_database) for name in names]
         return [Instance(name, self.module, {}, self.probe, self.name, self.needs_database) for name in names]
+
+
+def with_own_port(inst: Instance, host: str, port: int) -> Instance:
+    """One of several API workers, given its own port (API_WORKER_PORT): probed there, since the
+    shared port answers for whichever worker the kernel picks."""
+    path = inst.probe_target.rsplit("/", 1)[1]  # healthz, or livez in a stack without engines
+    return replace(inst, env=inst.env | {"API_WORKER_PORT": str(port)}, probe_target=f"http://{host}:{port}/{path}")
 
 
 # Start order: state first, then the engines' clients, the engines, and the front door last (it

@@ -43,11 +43,20 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.envelope import decode
 from shared.protocol.errors import ProtocolError
-from shared.runtime.catalog import SERVICES, HealthProbe, Instance, ServiceSpec, StackOptions, plan
+from shared.runtime.catalog import (
+    SERVICES,
+    HealthProbe,
+    Instance,
+    ServiceSpec,
+    StackOptions,
+    plan,
+    with_own_port,
+)
 from shared.runtime.metrics_targets import TARGETS_NAME, MetricsPorts
 from shared.runtime.nats_auth import write_private
 from shared.runtime.nats_roles import CLI, SERVICE_ROLES
 from shared.runtime.nats_server import NatsServer
+from shared.runtime.ports import free_port
 from shared.runtime.postgres import EmbeddedPostgres
 from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
 
@@ -129,8 +138,8 @@ class Stack:
         if not self.api_keys and self.cfg.environment == "development":
             self.api_keys = f"dev:sk-dev-{secrets.token_urlsafe(18)}"
             self.say(f"development API key (tenant 'dev'): {self.api_keys.split(':', 1)[1]}")
-        for inst in self.instances:
-            self._start_service(inst)
+        for index, inst in enumerate(self.instances):
+            self.instances[index] = self._start_service(inst)
         self._write_manifest()
         if self.metrics.by_instance:
             self.say(f"Prometheus targets (/metrics) in {self.metrics.write(self.state_dir)}: {self.metrics.summary()}")
@@ -192,11 +201,14 @@ class Stack:
             env["AUTELLIX_API_KEYS"] = self.api_keys
         return base_env(env)
 
-    def _start_service(self, inst: Instance) -> None:
+    def _start_service(self, inst: Instance) -> Instance:
+        if inst.env.get("API_REUSE_PORT") == "true":  # its own port picked now: the less time to lose it
+            inst = with_own_port(inst, self.cfg.options.host, free_port(self.cfg.options.host))
         env = self._service_env(inst) | self.metrics.env_for(inst)
         proc = ManagedProcess(inst.name, python_module_argv(inst.module), env,
                               self.log_dir / f"{inst.name}.log").start()
         self.processes.append(proc)
+        return inst
 
     def _write_manifest(self) -> None:
         opts = self.cfg.options

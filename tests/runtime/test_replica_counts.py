@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_port import reuse_port_socket
-from shared.runtime.catalog import StackOptions, plan
+from shared.runtime.catalog import StackOptions, plan, with_own_port
 from shared.runtime.metrics_targets import MetricsPorts
 from shared.runtime.ports import free_port
 
@@ -22,14 +22,14 @@ def test_workers_and_routers_become_instances_on_one_port():
     assert [i.name for i in api] == ["session_api-0", "session_api-1", "session_api-2"]
     assert {i.env["API_PORT"] for i in api} == {"9100"} and all(i.env["API_REUSE_PORT"] == "true" for i in api)
     assert names[-3:] == [i.name for i in api]  # the front door still starts last
-    # each worker is probed and scraped on a port of its own (the shared one reaches any worker)
-    own = [i.env["API_WORKER_PORT"] for i in api]
-    assert len(set(own)) == 3 and "9100" not in own
-    assert [i.probe_target for i in api] == [f"http://127.0.0.1:{p}/healthz" for p in own]
+    # each worker is probed and scraped on a port of its own, given as it starts
+    own = [with_own_port(i, "127.0.0.1", 9200 + n) for n, i in enumerate(api)]
+    assert [i.env["API_WORKER_PORT"] for i in own] == ["9200", "9201", "9202"]
+    assert [i.probe_target for i in own] == [f"http://127.0.0.1:{9200 + n}/healthz" for n in range(3)]
     metrics = MetricsPorts(StackOptions(api_workers=3, port=9100))
-    for inst in api:
+    for inst in own:
         metrics.env_for(inst)
-    assert [metrics.by_instance[i.name] for i in api] == [f"127.0.0.1:{p}" for p in own]
+    assert [metrics.by_instance[i.name] for i in own] == [f"127.0.0.1:{9200 + n}" for n in range(3)]
 
 
 def test_a_worker_port_needs_the_shared_port():
