@@ -2,8 +2,8 @@
 
 Each engine agent snapshots its waiting calls (`services/engine_agent/handlers.py`,
 `queue_snapshot`): a call counts as waiting until its first token and again from a preemption
-to its next token, its wait counted from submission, its own service sent as 0 (as production
-sends it). The controller (`services/controller/cluster_view.py`) judges those against the
+to its next token, with its time queued and its service so far as the agent counts them from
+its step reports (`CallQueueing`). The controller (`services/controller/cluster_view.py`) judges those against the
 programs' (W_p, S_p) from the process table with the core's `PromotionPlanner`, and the table
 applies each promotion with `ProgramLedger.promote`. Here the table is the simulator's shared
 directory, so engines see a promotion at their next key refresh, as they would see its update.
@@ -19,14 +19,14 @@ import math
 from dataclasses import dataclass
 
 from shared.core.promotion_planner import DEFAULT_DECISION_INTERVAL_S, PromotionPlanner
-from shared.core.starvation import ProgramTotals, StarvationConfig, WaitingCall
+from shared.core.starvation import CallQueueing, ProgramTotals, StarvationConfig, WaitingCall
 from shared.engine.api import DictProgramDirectory, StepReport
 
 
 @dataclass(slots=True)
 class _Waiting:
     program_id: str
-    submitted_s: float
+    queueing: CallQueueing
 
 
 class SimController:
@@ -43,21 +43,25 @@ class SimController:
         self.num_promotions = 0
 
     def on_submit(self, engine_id: str, call_id: str, program_id: str, now_s: float) -> None:
-        entry = _Waiting(program_id, now_s)
+        entry = _Waiting(program_id, CallQueueing(waiting_since_s=now_s))
         self._submitted[call_id] = entry
         self._waiting.setdefault(engine_id, {})[call_id] = entry
 
-    def on_step_end(self, engine_id: str, report: StepReport) -> None:
+    def on_step_end(self, engine_id: str, report: StepReport, end_s: float) -> None:
         """As the engine agent's `on_step`: a token ends a call's wait, a preemption starts one."""
         waiting = self._waiting.setdefault(engine_id, {})
-        for call_id in report.tokens_emitted:
-            waiting.pop(call_id, None)
         for done in report.finished:
             waiting.pop(done.call_id, None)
             self._submitted.pop(done.call_id, None)
+        for call_id in report.tokens_emitted:
+            entry = self._submitted.get(call_id)
+            if entry is not None:
+                entry.queueing.ran(end_s, report.duration_s)
+                waiting.pop(call_id, None)
         for call_id in report.preempted:
             entry = self._submitted.get(call_id)
             if entry is not None:
+                entry.queueing.preempted(end_s)
                 waiting[call_id] = entry
 
     def has_waiting(self) -> bool:
@@ -73,8 +77,8 @@ class SimController:
         """One decision round: snapshots in, promotions applied to the table; returns the promoted."""
         for engine_id, waiting in self._waiting.items():
             self.planner.on_snapshot(
-                engine_id, [WaitingCall(w.program_id, max(now_s - w.submitted_s, 0.0), 0.0) for w in waiting.values()],
-                now_s)
+                engine_id, [WaitingCall(w.program_id, w.queueing.wait_s(now_s), w.queueing.service_s)
+                            for w in waiting.values()], now_s)
         promoted = [d.program_id for d in self.planner.decide(now_s, self._totals)]
         for program_id in promoted:
             self._directory.promote(program_id)

@@ -210,7 +210,7 @@ class Simulation:
     def _end_step(self, engine_id: str, report, now: float) -> None:
         self._busy[engine_id] = False
         if self._controller is not None:
-            self._controller.on_step_end(engine_id, report)
+            self._controller.on_step_end(engine_id, report, now)
             self._schedule_round(now)
         for completion in report.finished:
             self._complete(completion, now)

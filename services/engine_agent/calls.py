@@ -8,6 +8,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from shared.core.starvation import CallQueueing
 from shared.engine.api import EngineCall
 from shared.protocol import messages as m
 from shared.protocol.ids import DEFAULT_TENANT_ID
@@ -29,6 +30,11 @@ class LiveCall:
     # the program view it was submitted against lacked completions the client had seen: its ATLAS
     # thread base is stale, so the completion records none and the process table takes its own
     view_behind: bool = False
+    queueing: CallQueueing | None = None  # its wait and service for the queue snapshot
+
+    def __post_init__(self) -> None:
+        if self.queueing is None:
+            self.queueing = CallQueueing(waiting_since_s=self.submitted_s)
 
     @property
     def call_id(self) -> str:

@@ -111,6 +111,7 @@ class EngineAgent:
             if live is None or call_id in finished:
                 continue
             live.tokens_pending += num_tokens
+            live.queueing.ran(end_s, report.duration_s)
             live.requeued = False
             if not live.started:
                 live.started = True
@@ -130,6 +131,7 @@ class EngineAgent:
             live = self.calls.get(call_id)
             if live is not None:
                 live.requeued = True
+                live.queueing.preempted(end_s)
                 await self.bus.publish_event_unacked(m.CallPreempted(
                     call_id=call_id, program_id=live.route.program_id, engine_id=self.engine_id,
                     reason="policy or kv"))
@@ -187,7 +189,7 @@ class EngineAgent:
 
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
         """The waiting calls the controller judges for starvation: those without a token yet and
-        those preempted since their last token (their wait counts from submission: an upper bound)."""
+        those preempted since their last token, each with its time queued and its service so far."""
         now_s = self.stepper.now_s()
         waiting = []
         for live in self.calls.values():
@@ -196,7 +198,7 @@ class EngineAgent:
             led = self.directory.ledger(live.route.program_id)
             waiting.append(m.WaitingCall(
                 call_id=live.call_id, program_id=live.route.program_id, thread_id=live.route.thread_id,
-                wait_s=max(now_s - live.submitted_s, 0.0),
+                wait_s=live.queueing.wait_s(now_s), service_s=live.queueing.service_s,
                 level=self.policy.mlfq.level_for(led.service_s) if self.policy.program_aware else 0))
         running = [c for c, live in self.calls.items() if live.started and not live.requeued]
         return m.EngineQueueSnapshot(engine_id=self.engine_id, taken_at_ns=time.time_ns(), waiting=waiting,

@@ -45,6 +45,32 @@ class WaitingCall:
     call_service_s: float
 
 
+@dataclass
+class CallQueueing:
+    """A call's time queued and service so far, as its engine agent sees them from step reports:
+    what a queue snapshot reports of it (`WaitingCall`). A preempted call has both; service is the
+    engine time of the steps that gave it tokens (a prefill chunk without a token is not seen)."""
+
+    waiting_since_s: float | None  # None while it runs; a new call waits since its submission
+    service_s: float = 0.0
+    queued_s: float = 0.0  # queued before the current wait
+
+    def ran(self, end_s: float, duration_s: float) -> None:
+        """A step that gave it tokens ended at end_s."""
+        if self.waiting_since_s is not None:
+            self.queued_s += max(end_s - duration_s - self.waiting_since_s, 0.0)
+            self.waiting_since_s = None
+        self.service_s += duration_s
+
+    def preempted(self, at_s: float) -> None:
+        if self.waiting_since_s is None:
+            self.waiting_since_s = at_s
+
+    def wait_s(self, now_s: float) -> float:
+        waiting = max(now_s - self.waiting_since_s, 0.0) if self.waiting_since_s is not None else 0.0
+        return self.queued_s + waiting
+
+
 @dataclass(frozen=True)
 class ProgramTotals:
     wait_s: float  # W_p over completed calls

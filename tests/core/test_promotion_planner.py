@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.core.promotion_planner import PromotionPlanner
-from shared.core.starvation import ProgramTotals, StarvationConfig, WaitingCall, starvation_ratio
+from shared.core.starvation import (
+    CallQueueing,
+    ProgramTotals,
+    StarvationConfig,
+    WaitingCall,
+    starvation_ratio,
+)
 
 programs = st.sampled_from(["a", "b", "c", "d"])
 seconds = st.floats(0, 100, allow_nan=False)
@@ -82,3 +88,22 @@ def test_cooldown_ends_and_forget_clears_it():
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         PromotionPlanner(StarvationConfig(), **kwargs)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.001, 5)), max_size=20))
+def test_a_calls_queued_time_and_service_add_up_to_its_time_in_the_engine(events):
+    """Run for d (a step that gave it tokens) or preempted after a gap: queued + service is the
+    time since submission, and a preempted call reports the service it already had."""
+    q = CallQueueing(waiting_since_s=0.0)
+    now_s, ran_s = 0.0, 0.0
+    for runs, d in events:
+        now_s += d
+        if runs:
+            q.ran(now_s, d if q.waiting_since_s is None else min(d, now_s - q.waiting_since_s))
+            ran_s = q.service_s
+        else:
+            q.preempted(now_s)
+        assert q.service_s == pytest.approx(ran_s)
+        assert q.wait_s(now_s) + q.service_s <= now_s + 1e-9
+    if q.waiting_since_s is not None:
+        assert q.wait_s(now_s + 1.0) == pytest.approx(q.wait_s(now_s) + 1.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loadgen.sim.controller import SimController
 from loadgen.sim.simulator import SimConfig, Simulation
 from shared.core.policy import PolicyName, SchedulingPolicy
@@ -23,10 +25,12 @@ def test_waiting_as_the_engine_agent_counts_it_and_promoted_through_the_ledger()
     assert ctl.tick(4.9) == []  # waited 4.9 s against a floor of 1 s
     assert ctl.tick(5.0) == ["p"]
     assert (directory.ledger("p").epoch, directory.ledger("p").promotions) == (1, 1)
-    ctl.on_step_end("e0", _report(tokens_emitted={"c1": 1}))  # its first token: no longer waiting
+    ctl.on_step_end("e0", _report(tokens_emitted={"c1": 1}), 6.01)  # its first token: no longer waiting
     assert ctl.tick(11.0) == []
-    ctl.on_step_end("e0", _report(preempted=["c1"]))  # waiting again, its wait from submission
+    ctl.on_step_end("e0", _report(preempted=["c1"]), 11.0)  # waiting again: 6 s queued, 10 ms service
     assert ctl.tick(11.0) == ["p"]  # the cooldown (5 s) has passed
+    (snapshot,) = ctl.planner.waiting_calls(11.0)
+    assert (snapshot.call_wait_s, snapshot.call_service_s) == pytest.approx((6.0, 0.01))
     assert ctl.tick(12.0) == []  # and starts again
     assert ctl.num_promotions == 2
 
