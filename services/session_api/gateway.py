@@ -64,7 +64,8 @@ class Gateway:
         self.bus = bus
         self.settings = settings
         # per-process caches that the other API workers keep filled too (peer_notes.py)
-        self.peers = PeerNotes(bus, settings.session_cache_ttl_s, settings.max_threads_per_session)
+        self.peers = PeerNotes(bus, settings.session_cache_ttl_s, settings.max_threads_per_session,
+                               settings.session_stale_if_unavailable_s)
         self.outputs = self.peers.outputs
         self.limits = call_limiter(bus, settings)  # per tenant over every API worker (shared_limits.py)
         self.completed_calls = self.peers.completed_calls  # the ATLAS base's freshness check (call_counts.py)

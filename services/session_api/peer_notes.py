@@ -37,12 +37,13 @@ log = get_logger()
 
 
 class PeerNotes:
-    def __init__(self, bus: Bus, session_cache_ttl_s: float, max_threads_per_session: int) -> None:
+    def __init__(self, bus: Bus, session_cache_ttl_s: float, max_threads_per_session: int,
+                 session_stale_if_unavailable_s: float = 0.0) -> None:
         self.bus = bus
         self.worker_id = bus.publisher_id
         self.outputs = _SharedOutputIndex(self)
         self.completed_calls = _SharedCallCounts(self)
-        self.session_lookups = _SharedSessionLookups(self, session_cache_ttl_s)
+        self.session_lookups = _SharedSessionLookups(self, session_cache_ttl_s, session_stale_if_unavailable_s)
         self.session_threads = _SharedSessionThreads(self, max_threads_per_session)
         self._out = m.ApiPeerNotes(worker_id=self.worker_id)
         self._flush_scheduled = False
@@ -133,8 +134,8 @@ class _SharedCallCounts(SessionCallCounts):
 
 
 class _SharedSessionLookups(SessionLookups):
-    def __init__(self, notes: PeerNotes, ttl_s: float) -> None:
-        super().__init__(ttl_s)
+    def __init__(self, notes: PeerNotes, ttl_s: float, stale_if_unavailable_s: float) -> None:
+        super().__init__(ttl_s, stale_if_unavailable_s=stale_if_unavailable_s)
         self._notes = notes
 
     def forget(self, program_id: str) -> None:

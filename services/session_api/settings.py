@@ -61,6 +61,8 @@ class SessionApiSettings(MeshSettings):
     max_threads_per_session: int = Field(default=256, ge=1)
     # a call reuses an open session's lookup this long (session_lookups.py); 0: ask the table every call
     session_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # ... and, while the process table does not answer, one up to this old (0: a 503 at once)
+    session_stale_if_unavailable_s: float = Field(default=60.0, ge=0)
     # a call whose engine died before the client saw a token is placed again, up to this many times
     max_redispatches: int = Field(default=2, ge=0)
     # body fields that may also name a call's session when no session header or field does, a
