@@ -193,3 +193,30 @@ async def test_concurrent_writers_never_lose_or_double_count(engine) -> None:
             assert view.service_s == pytest.approx(ledger.service_s, abs=1e-9)
             assert view.wait_s == pytest.approx(ledger.wait_s, abs=1e-9)
             assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)
+
+
+async def test_a_batch_read_before_a_promotion_commits_is_retried_not_written(engine) -> None:
+    """The promotion holds the row lock from its read to its commit: a completion batch that read
+    the row meanwhile fails its version check (the epoch) and writes nothing."""
+    async with engine.begin() as conn:
+        await sessions.open_session(conn, program_id="pr", aggregation="sum")
+        await apply_completions(conn, [Completion("pr-1", "pr", "main", 3.0, 1.0)])
+    async with engine.connect() as promoting:
+        await promoting.begin()
+        promoted = await sessions.promote(promoting, "pr", from_epoch=0)
+        assert (promoted.service_s, promoted.epoch) == (0.0, 1)
+
+        async def complete() -> None:
+            async with engine.begin() as conn:
+                await apply_completions(conn, [Completion("pr-2", "pr", "main", 2.0, 0.0)])
+
+        batch = asyncio.create_task(complete())
+        await asyncio.sleep(0.3)  # the batch has read the old row and waits on the lock
+        assert not batch.done()
+        await promoting.commit()
+        with pytest.raises(StaleProgramState):
+            await batch
+    async with engine.begin() as conn:
+        await apply_completions(conn, [Completion("pr-2", "pr", "main", 2.0, 0.0)])  # the retry
+        view = await sessions.lookup(conn, "pr")
+    assert (view.service_s, view.wait_s, view.epoch, view.num_completed_calls) == (2.0, 0.0, 1, 2)
