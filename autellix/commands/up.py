@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "`vllm serve` URLs (run with --scheduling-policy priority), one engine agent each; implies "
                    "--backend upstream")
     p.add_argument("--api-workers", type=int, default=1,
-                   help="session API processes sharing --port (SO_REUSEPORT) and one set of tenant limits "
+                   help="session API processes sharing --port (SO_REUSEPORT: the kernel spreads connections, "
+                        "not calls) and one set of tenant limits, each probed and scraped on a port of its own "
                         "(default 1)")
     p.add_argument("--routers", type=int, default=1, help="router processes sharing the calls (default 1)")
     p.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (0: any free one)")
