@@ -9,6 +9,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -42,7 +43,11 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _engine_env(nats_url: str, engine_id: str) -> dict[str, str]:
-    return {"NATS_URL": nats_url, "ENGINE_ID": engine_id, "ENGINE_BACKEND": "lite", "HEARTBEAT_INTERVAL_S": "0.2"}
+    # each agent its own completion outbox, as on a host of its own (two agents on one host and one
+    # outbox are refused by the outbox's lock before the id check this file is about)
+    outbox = tempfile.mkdtemp(prefix="autellix-test-outbox-")
+    return {"NATS_URL": nats_url, "ENGINE_ID": engine_id, "ENGINE_BACKEND": "lite", "HEARTBEAT_INTERVAL_S": "0.2",
+            "ENGINE_OUTBOX_DIR": outbox}
 
 
 async def _wait_heartbeat(bus, engine_id: str, proc: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
