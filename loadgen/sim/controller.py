@@ -3,8 +3,9 @@
 Each engine agent snapshots its waiting calls (`services/engine_agent/handlers.py`,
 `queue_snapshot`): a call counts as waiting until its first token and again from a preemption
 to its next token, with its time queued and its service so far as the agent counts them from
-its step reports (`CallQueueing`). The controller (`services/controller/cluster_view.py`) judges those against the
-programs' (W_p, S_p) from the process table with the core's `PromotionPlanner`, and the table
+its step reports (`CallQueueing`), both from its program's last promotion (the agent resets them
+on the promotion event). The controller (`services/controller/cluster_view.py`) judges those
+against the programs' (W_p, S_p) from the process table with the core's `PromotionPlanner`, and the table
 applies each promotion with `ProgramLedger.promote`. Here the table is the simulator's shared
 directory, so engines see a promotion at their next key refresh, as they would see its update.
 
@@ -82,6 +83,11 @@ class SimController:
         promoted = [d.program_id for d in self.planner.decide(now_s, self._totals)]
         for program_id in promoted:
             self._directory.promote(program_id)
+        if promoted:  # each engine agent, on the promotion event: its calls' wait counts from now
+            chosen = set(promoted)
+            for entry in self._submitted.values():
+                if entry.program_id in chosen:
+                    entry.queueing.promoted(now_s)
         self.num_promotions += len(promoted)
         return promoted
 

@@ -85,6 +85,10 @@ class EngineAgent:
         p: m.ProgramPromoted = msg.body
         if self.directory.apply_promotion(p.program_id, p.epoch):
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+            now_s = self.stepper.now_s()
+            for live in self.calls.values():  # the next snapshot counts their wait from now
+                if live.route.program_id == p.program_id:
+                    live.queueing.promoted(now_s)
 
     async def on_tenant_shares(self, msg: Incoming) -> None:
         classes = self.tenant_share.take(msg.body, self.log)

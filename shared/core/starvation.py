@@ -66,6 +66,12 @@ class CallQueueing:
         if self.waiting_since_s is None:
             self.waiting_since_s = at_s
 
+    def promoted(self, now_s: float) -> None:
+        """Its program was promoted: its wait and service count from now, as W_p and S_p do."""
+        self.queued_s = self.service_s = 0.0
+        if self.waiting_since_s is not None:
+            self.waiting_since_s = now_s
+
     def wait_s(self, now_s: float) -> float:
         waiting = max(now_s - self.waiting_since_s, 0.0) if self.waiting_since_s is not None else 0.0
         return self.queued_s + waiting

@@ -107,3 +107,15 @@ def test_a_calls_queued_time_and_service_add_up_to_its_time_in_the_engine(events
         assert q.wait_s(now_s) + q.service_s <= now_s + 1e-9
     if q.waiting_since_s is not None:
         assert q.wait_s(now_s + 1.0) == pytest.approx(q.wait_s(now_s) + 1.0)
+
+
+def test_a_promotion_restarts_a_calls_wait_and_service():
+    q = CallQueueing(waiting_since_s=0.0)
+    q.ran(end_s=3.0, duration_s=1.0)  # queued 2 s, served 1 s
+    q.preempted(4.0)
+    q.promoted(6.0)
+    assert (q.wait_s(7.0), q.service_s) == (1.0, 0.0)
+    running = CallQueueing(waiting_since_s=0.0)
+    running.ran(end_s=2.0, duration_s=1.0)
+    running.promoted(5.0)
+    assert (running.wait_s(9.0), running.waiting_since_s) == (0.0, None)

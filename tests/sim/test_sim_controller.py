@@ -27,11 +27,11 @@ def test_waiting_as_the_engine_agent_counts_it_and_promoted_through_the_ledger()
     assert (directory.ledger("p").epoch, directory.ledger("p").promotions) == (1, 1)
     ctl.on_step_end("e0", _report(tokens_emitted={"c1": 1}), 6.01)  # its first token: no longer waiting
     assert ctl.tick(11.0) == []
-    ctl.on_step_end("e0", _report(preempted=["c1"]), 11.0)  # waiting again: 6 s queued, 10 ms service
-    assert ctl.tick(11.0) == ["p"]  # the cooldown (5 s) has passed
+    ctl.on_step_end("e0", _report(preempted=["c1"]), 11.0)  # waiting again
+    assert ctl.tick(11.0) == []  # its wait counts from the promotion: 1 s, and 10 ms of service
     (snapshot,) = ctl.planner.waiting_calls(11.0)
-    assert (snapshot.call_wait_s, snapshot.call_service_s) == pytest.approx((6.0, 0.01))
-    assert ctl.tick(12.0) == []  # and starts again
+    assert (snapshot.call_wait_s, snapshot.call_service_s) == pytest.approx((1.0, 0.01))
+    assert ctl.tick(16.0) == ["p"]  # 1 s + 5 s waited since the promotion
     assert ctl.num_promotions == 2
 
 
