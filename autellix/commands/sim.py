@@ -25,7 +25,7 @@ from loadgen.sim.variants import DEFAULT_POLICIES, parse_variants
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
-from shared.engine.program_sched import KV_VICTIM_RULES
+from shared.engine.program_sched import DEFAULT_KV_VICTIM, KV_VICTIM_RULES
 
 QUICK_PROGRAMS = 40
 QUICK_MAX_PROGRAMS = 120  # quick points are not grown to their steady-state size (marked undersized)
@@ -71,8 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="KV blocks of the CPU tier of --preemption swap/offload (lite default: unbounded; "
                         "emulated: required)")
     p.add_argument("--kv-victim", default=None,
-                   help=f"who KV exhaustion evicts, one of: {', '.join(KV_VICTIM_RULES)} (default policy: the "
-                        "runner the policy's order puts last; readmit: the worst runner re-admitted ahead of every waiting "
+                   help=f"who KV exhaustion evicts, one of: {', '.join(KV_VICTIM_RULES)} (default {DEFAULT_KV_VICTIM}; "
+                        "policy: the runner the policy's order puts last; readmit: the worst runner re-admitted ahead of every waiting "
                         "call; arrival: vLLM's own, the latest arrival)")
     p.add_argument("--beta", default=str(DEFAULT_BETA), help="anti-starvation threshold, or 'none'")
     p.add_argument("--programs", type=int, default=None,
@@ -119,7 +119,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
                            prefix_cache=args.prefix_cache is not False, preemption=args.preemption,
                            beta=parse_beta(args.beta), max_num_seqs=max_num_seqs,
                            num_blocks=args.num_blocks, host_kv_blocks=args.host_kv_blocks,
-                           kv_victim=args.kv_victim or "policy")
+                           kv_victim=args.kv_victim or DEFAULT_KV_VICTIM)
     check_available(engine)
     bisect = args.bisect_steps if args.bisect_steps is not None else (0 if args.quick else 3)
     max_programs = args.max_programs or (QUICK_MAX_PROGRAMS if args.quick else 4000)

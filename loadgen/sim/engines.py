@@ -9,7 +9,7 @@ from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine import registry
 from shared.engine.api import DictProgramDirectory, Engine
-from shared.engine.program_sched import KV_VICTIM_RULES
+from shared.engine.program_sched import DEFAULT_KV_VICTIM, KV_VICTIM_RULES
 
 ENGINE_KINDS = registry.SIMULATED_BACKENDS
 BATCHING_MODES = ("v0", "v1")
@@ -33,7 +33,7 @@ class EngineOptions:
     # are always batched, as vLLM's offload worker's)
     host_kv_blocks: int | None = None
     batched_swap: bool = False
-    kv_victim: str = "policy"  # who KV exhaustion evicts: the policy's last, or vLLM's latest arrival
+    kv_victim: str = DEFAULT_KV_VICTIM  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:

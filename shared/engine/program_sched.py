@@ -32,6 +32,9 @@ CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds Schedu
 # "arrival": vLLM's own rule under its priority policy (worst client class, then the latest
 # arrival), which ignores program levels.
 KV_VICTIM_RULES = ("policy", "readmit", "arrival")
+# the default, picked by the rule written before the readmit runs (docs/results/kv_victim): neither
+# program-aware rule beat vLLM's own by more than one bracket in the median run
+DEFAULT_KV_VICTIM = "arrival"
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class SchedulerSettings:
     max_preemptions_per_decision: int = 8
     starvation_check_interval_s: float = 0.25
     key_refresh_interval_s: float = 0.05  # program ledgers re-read at most this often (as lite)
-    kv_victim: str = "policy"  # one of KV_VICTIM_RULES
+    kv_victim: str = DEFAULT_KV_VICTIM  # one of KV_VICTIM_RULES
 
     def __post_init__(self) -> None:
         if self.kv_victim not in KV_VICTIM_RULES:
@@ -75,7 +78,7 @@ class SchedulerSettings:
         return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)),
                    int(raw.get("preemption_interval_steps", 4)), int(raw.get("max_preemptions_per_decision", 8)),
                    float(raw.get("starvation_check_interval_s", 0.25)),
-                   float(raw.get("key_refresh_interval_s", 0.05)), str(raw.get("kv_victim", "policy")))
+                   float(raw.get("key_refresh_interval_s", 0.05)), str(raw.get("kv_victim", DEFAULT_KV_VICTIM)))
 
     def to_config(self) -> dict[str, Any]:
         """The `additional_config["autellix"]` dict that reproduces these settings."""

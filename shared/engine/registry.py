@@ -17,6 +17,7 @@ from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import Engine, ProgramDirectory
 from shared.engine.cost_model import DEFAULT_PRESET
+from shared.engine.program_sched import DEFAULT_KV_VICTIM
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class EngineSpec:
     kv_retention: RetentionConfig | None = None  # workflow-aware retention; None: plain prefix LRU
     host_kv_blocks: int | None = None  # the host tier's size (lite: None is unbounded)
     batched_swap: bool = False  # lite: one copy for all of a call's blocks
-    kv_victim: str = "policy"  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
+    kv_victim: str = DEFAULT_KV_VICTIM  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
 
 
 Builder = Callable[[str, SchedulingPolicy, ProgramDirectory, EngineSpec], Engine]

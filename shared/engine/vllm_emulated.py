@@ -37,7 +37,7 @@ from shared.engine.capabilities import Capability
 from shared.engine.cost_model import DEFAULT_PRESET, CostModel
 from shared.engine.lite.retention import SessionHint
 from shared.engine.program_meta import EXTRA_ARGS_KEY
-from shared.engine.program_sched import SchedulerSettings
+from shared.engine.program_sched import DEFAULT_KV_VICTIM, SchedulerSettings
 from shared.lru import LRU
 
 VOCAB_LOW, VOCAB_HIGH = 1000, 32000  # fabricated ids stay clear of special tokens
@@ -93,7 +93,7 @@ class EmulatedVllmEngine:
                  chunked_prefill: bool = True, prefix_caching: bool = True, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 8192, num_kv_blocks: int | None = None,
                  max_model_len: int = 131072, kv_retention: RetentionConfig | None = None,
-                 cpu_tier_blocks: int | None = None, kv_victim: str = "policy") -> None:
+                 cpu_tier_blocks: int | None = None, kv_victim: str = DEFAULT_KV_VICTIM) -> None:
         from shared.engine import vllm_cpu as va  # vLLM's scheduler on the CPU (imports vLLM)
 
         self._va = va

@@ -68,7 +68,7 @@ LITE_CASES = [
 SWEEP_CASES = [
     ("--no-prefix-cache", None, lambda e, s: lite_cfg(e).prefix_caching, False),
     ("--preemption", "swap", lambda e, s: lite_cfg(e).preemption.value, "swap"),
-    ("--kv-victim", "arrival", lambda e, s: lite_cfg(e).kv_victim, "arrival"),
+    ("--kv-victim", "policy", lambda e, s: lite_cfg(e).kv_victim, "policy"),
 ]
 
 
