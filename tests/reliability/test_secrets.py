@@ -38,7 +38,7 @@ def test_compose_takes_every_credential_from_the_environment():
     # NATS: one password per role, into the server's environment and, as compose secrets, into
     # each service (tests/security/test_compose_auth.py checks the roles)
     for var, value in compose["nats"]["environment"].items():
-        assert re.fullmatch(r"NATS_[A-Z_]+_PASSWORD", var) and value.startswith(f"${{{var}:?"), var
+        assert re.fullmatch(r"NATS_[A-Z0-9_]+_PASSWORD", var) and value.startswith(f"${{{var}:?"), var
     for secret in yaml.safe_load(text)["secrets"].values():
         assert set(secret) == {"environment"}, secret
     assert compose["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
