@@ -83,7 +83,7 @@ class RouterHandlers:
             metrics.count_decision(decision.reason, decision.engine_id)
             routed = m.CallRouted(call_id=call.call_id, program_id=call.program_id,
                                   engine_id=decision.engine_id, reason=decision.reason)
-            await self.bus.publish_event_unacked(routed)
+            await self.bus.publish_event_until_stored(routed)  # the audit trail keeps every placement
             for hook in self.placement_hooks:
                 hook(call, decision.engine_id)
             return routed

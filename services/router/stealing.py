@@ -145,7 +145,7 @@ class WorkStealer:
                 self.num_calls_moved += 1
                 metrics.CALLS_STOLEN.inc()
                 self.chooser.table.add_load(target, route.prompt_tokens + route.max_tokens)
-                await self.bus.publish_event_nowait(m.CallRouted(
+                await self.bus.publish_event_until_stored(m.CallRouted(
                     call_id=route.call_id, program_id=route.program_id, engine_id=target,
                     reason=f"stolen: {mig.reason}"))
         if moved_any:

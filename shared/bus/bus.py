@@ -28,6 +28,7 @@ from shared.bus import jetstream
 from shared.bus.connection import connect_nats, url_user
 from shared.bus.errors import NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import BatchHandler, Handler, Incoming
+from shared.bus.resend import ResendingPublisher
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -50,6 +51,7 @@ class Bus:
         self._subs: list[Subscription] = []
         self._consumers: list[jetstream.DurableConsumer] = []
         self._tasks: set[asyncio.Task] = set()
+        self.resender = ResendingPublisher(self.js)
         self.started_at_ns = time.time_ns()
         self.num_rejected = 0  # malformed or unexpected messages seen (for tests and metrics)
 
@@ -230,9 +232,16 @@ class Bus:
         """Publish a lifecycle event to the audit stream without asking for an ack: the stream stores
         it like any publish on its subjects, but no ack message comes back (one message less on the
         server and no ack future to keep here). For best-effort lifecycle events on the hot path
-        (submitted, routed, started, preempted), which nobody retried anyway; data that must not be
-        lost (completions) keeps `publish_event`. Not retried, so it needs no `Nats-Msg-Id`."""
+        (submitted, started, preempted): one published while the stream elects a leader is lost.
+        A call's placement takes `publish_event_until_stored`, completions `publish_event`. Not
+        retried, so it needs no `Nats-Msg-Id`."""
         await self.nc.publish(subjects.event(msg), self.publisher.encode(msg))
+
+    async def publish_event_until_stored(self, msg: Any) -> None:
+        """Publish a lifecycle event to the audit stream without waiting for its ack, and send it
+        again (deduplicated by its `Nats-Msg-Id`) until the stream acks it: for events the audit
+        trail must hold that must not delay the call (a call's placement). See `resend.py`."""
+        await jetstream.publish_event_until_stored(self, msg)
 
     async def flush_events(self) -> None:
         await self.js.publish_async_completed()
@@ -265,6 +274,7 @@ class Bus:
         self._subs.clear()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
+        await self.resender.drain(timeout_s=2.0 if not self.nc.is_closed else 0.0)
         if not self.nc.is_closed:
             try:
                 await asyncio.wait_for(self.nc.flush(), timeout=2.0)

@@ -177,6 +177,13 @@ async def publish_event_nowait(bus: Bus, msg: Any) -> asyncio.Future:
     return future
 
 
+async def publish_event_until_stored(bus: Bus, msg: Any) -> None:
+    if type(msg) in UNDEDUPLICATED_TYPES:
+        raise ValueError(f"{type(msg).__name__} carries no Nats-Msg-Id to deduplicate its resends")
+    subject, data = _target(bus, msg)
+    await bus.resender.publish(subject, data, _msg_id(bus, msg)["Nats-Msg-Id"])
+
+
 class DurableConsumer:
     """A durable pull consumer on the audit stream (`pull.PullConsumer`): at-least-once, survives
     restarts.

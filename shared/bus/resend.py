@@ -1,0 +1,140 @@
+"""Audit events that must be stored but must not hold up the call that made them (a call's
+placement): published with an ack asked for and not awaited, and sent again, with the same
+`Nats-Msg-Id`, until JetStream acks one copy.
+
+nats-py's `publish_async` futures never time out: an ack lost while the stream elects a leader
+leaves its future pending for ever (and holds one of the client's pending slots). So a sweep
+every `SWEEP_S` cancels the futures older than `ACK_WAIT_S`, or failed, and sends those events
+again; the stream's duplicate window (2 minutes) keeps one copy however many are sent. An event
+not stored after `GIVE_UP_S` (inside that window) is dropped with an error log, and at most
+`MAX_PENDING` events wait at once (the oldest go first): a stream gone for minutes costs the
+audit trail, never the caller's memory or latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from shared.logging import get_logger
+
+if TYPE_CHECKING:
+    from nats.js.client import JetStreamContext
+
+ACK_WAIT_S = 2.0
+SWEEP_S = 0.5
+GIVE_UP_S = 60.0
+MAX_PENDING = 20_000
+STALL_S = 0.01  # at most this long for one of the client's 4,000 slots of unacked publishes
+
+
+@dataclass(slots=True)
+class _Pending:
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    first_sent: float
+    last_sent: float
+    future: asyncio.Future | None = None
+    sends: int = field(default=1)
+
+
+class ResendingPublisher:
+    """One per bus. `publish` returns once the event is on the wire; `stored`, `resent` and
+    `dropped` count what became of the events."""
+
+    def __init__(self, js: JetStreamContext, *, ack_wait_s: float = ACK_WAIT_S, give_up_s: float = GIVE_UP_S,
+                 max_pending: int = MAX_PENDING) -> None:
+        self.js = js
+        self.ack_wait_s = ack_wait_s
+        self.give_up_s = give_up_s
+        self.max_pending = max_pending
+        self.log = get_logger(component="resending_publisher")
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()  # by Nats-Msg-Id, oldest first
+        self._sweeper: asyncio.Task | None = None
+        self.stored = 0
+        self.resent = 0
+        self.dropped = 0
+
+    @property
+    def num_pending(self) -> int:
+        return len(self._pending)
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> None:
+        now = time.monotonic()
+        entry = _Pending(subject, data, {"Nats-Msg-Id": msg_id}, now, now)
+        self._pending[msg_id] = entry
+        while len(self._pending) > self.max_pending:
+            _, oldest = self._pending.popitem(last=False)
+            self._drop(oldest, "too many events waiting for an ack")
+        await self._send(msg_id, entry)
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="resend-sweeper")
+
+    async def _send(self, msg_id: str, entry: _Pending) -> None:
+        try:
+            future = await self.js.publish_async(entry.subject, entry.data, headers=entry.headers,
+                                                   wait_stall=STALL_S)
+        except Exception as exc:  # disconnected or too many in flight: the sweep sends it again
+            self.log.debug("event_send_failed", subject=entry.subject, error=type(exc).__name__)
+            return
+        entry.future = future
+        future.add_done_callback(lambda fut: self._on_ack(msg_id, entry, fut))
+
+    def _on_ack(self, msg_id: str, entry: _Pending, fut: asyncio.Future) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return  # the sweep sends it again
+        if self._pending.get(msg_id) is entry:
+            del self._pending[msg_id]
+            self.stored += 1
+
+    def _drop(self, entry: _Pending, why: str) -> None:
+        if entry.future is not None and not entry.future.done():
+            entry.future.cancel()
+        self.dropped += 1
+        self.log.error("audit_event_dropped", subject=entry.subject, why=why, sends=entry.sends)
+
+    async def sweep(self) -> None:
+        """Send again every event whose ack is overdue or failed; drop those past `give_up_s`."""
+        now = time.monotonic()
+        for msg_id, entry in list(self._pending.items()):
+            future = entry.future
+            overdue = now - entry.last_sent >= self.ack_wait_s
+            failed = future is None or (future.done() and (future.cancelled() or future.exception() is not None))
+            if not (overdue or failed):
+                continue
+            if now - entry.first_sent >= self.give_up_s:
+                del self._pending[msg_id]
+                self._drop(entry, f"not stored within {self.give_up_s:g} s")
+                continue
+            if future is not None and not future.done():
+                future.cancel()  # frees the client's pending slot; its late ack no longer matters
+            entry.last_sent = now
+            entry.sends += 1
+            self.resent += 1
+            await self._send(msg_id, entry)
+
+    async def _sweep_forever(self) -> None:
+        while self._pending:
+            await asyncio.sleep(SWEEP_S)
+            try:
+                await self.sweep()
+            except Exception as exc:  # never let the sweeper die with events waiting
+                self.log.warning("resend_sweep_failed", error=f"{type(exc).__name__}: {exc}")
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) for every waiting event to be stored, then stop sweeping."""
+        deadline = time.monotonic() + timeout_s
+        while self._pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+        for entry in self._pending.values():
+            self._drop(entry, "publisher closed")
+        self._pending.clear()
+
