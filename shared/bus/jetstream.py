@@ -36,6 +36,7 @@ from nats.js.client import JetStreamContext
 
 from shared.bus import pull
 from shared.bus.incoming import BatchHandler, Handler, Incoming
+from shared.bus.unavailable import retry_while_unavailable
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -49,6 +50,7 @@ COMPLETIONS_MAX_BYTES = 4 << 30
 DUPLICATE_WINDOW_S = 120.0
 DUPLICATE_IN_PROCESS = 10158  # JetStream's error: a copy with this Nats-Msg-Id is still being stored
 IN_PROCESS_WAIT_S = 0.25  # before asking again
+_log = get_logger(component="jetstream")
 
 
 class CompletionRefused(Exception):
@@ -106,12 +108,14 @@ async def ensure_completions_stream(js: JetStreamContext, max_bytes: int = COMPL
 
 
 async def _ensure(js: JetStreamContext, config: api.StreamConfig, may_update: bool) -> api.StreamInfo:
-    try:
-        return await js.add_stream(config)
-    except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
-        if not may_update:
-            return await js.stream_info(config.name)
-        return await js.update_stream(config)
+    async def ensure() -> api.StreamInfo:
+        try:
+            return await js.add_stream(config)
+        except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
+            if not may_update:
+                return await js.stream_info(config.name)
+            return await js.update_stream(config)
+    return await retry_while_unavailable(ensure, what=f"stream {config.name}", log=_log)
 
 
 # event types published without a Nats-Msg-Id (see the module docstring)

@@ -29,11 +29,10 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from shared.bus.incoming import Incoming
+from shared.bus.unavailable import JETSTREAM_WAIT_S, retry_while_unavailable
 from shared.logging import get_logger
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
-
-CONSUMER_CREATE_WAIT_S = 30.0  # how long a consumer's creation waits out JetStream's 503s and silences
 
 if TYPE_CHECKING:
     from shared.bus.bus import Bus
@@ -78,25 +77,16 @@ class PullConsumer:
         self._wake_pump = asyncio.Event()
         self.stopping = False
 
-    async def start(self, unavailable_for_s: float = CONSUMER_CREATE_WAIT_S) -> None:
+    async def start(self, unavailable_for_s: float = JETSTREAM_WAIT_S) -> None:
         js = self.bus.js
-        deadline = time.monotonic() + unavailable_for_s
-        while True:
+
+        async def create() -> None:
             try:  # create, or update the limits of an existing one
                 await js.add_consumer(self.stream, self.config)
-                break
             except nats.js.errors.BadRequestError as exc:  # a field that cannot change: keep the server's
                 self.log.warning("consumer_config_kept", reason=str(exc))
                 await js.consumer_info(self.stream, self.name)  # raises if there is none at all
-                break
-            except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-                # a replicated stream just made (or a cluster still forming) has no leader yet:
-                # JetStream answers 503 "insufficient resources" until it has one; a server
-                # restarting under load (JetStream takes seconds to start) answers nothing at all
-                if time.monotonic() > deadline:
-                    raise
-                self.log.info("consumer_create_retry", reason=f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(0.5)
+        await retry_while_unavailable(create, what=f"consumer {self.name}", log=self.log, wait_s=unavailable_for_s)
         nc = self.bus.nc
         self._inbox = nc.new_inbox()
         self._sub = await nc.subscribe(self._inbox, cb=self._on_msg,

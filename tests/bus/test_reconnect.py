@@ -92,3 +92,23 @@ async def test_a_consumer_created_while_the_server_restarts_waits_for_it(tmp_pat
     finally:
         await bus.close()
         server.stop()
+
+
+async def test_streams_ensured_while_the_server_restarts_wait_for_it(tmp_path):
+    """An engine agent restarted during a fault ensures the streams before it replays its outbox:
+    the ensure waits out a JetStream that does not answer instead of killing the agent (which lost
+    the completions the outbox held until the next start)."""
+    server = NatsServer(tmp_path / "store").start()
+    port = server.port
+    bus = await Bus.connect(server.url, service="engine_agent", connect_timeout_s=2.0)
+    try:
+        await bus.ensure_streams()
+        server.stop()
+        starting = asyncio.create_task(bus.ensure_streams())
+        await asyncio.sleep(1.5)  # unanswered
+        assert not starting.done()
+        server = NatsServer(tmp_path / "store", port=port).start()
+        await asyncio.wait_for(starting, timeout=20.0)
+    finally:
+        await bus.close()
+        server.stop()
