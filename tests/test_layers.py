@@ -1,6 +1,7 @@
 """The project's layering rules, checked on the source.
 
-Layers, lowest first: shared <- services <- migrations <- loadgen <- autellix <- (tests, docker, docs).
+Layers, lowest first: shared <- services <- migrations <- runtime <- loadgen <- autellix <- (tests, docker,
+docs).
 A module imports only its own top-level folder and the layers below it (function-level imports
 count too); every top-level folder with Python in it has a layer; no module-level import circle;
 and only the vLLM module family imports vLLM (the adapter and the block-pool retention it mixes in).
@@ -10,9 +11,10 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAYERS = (("shared",), ("services",), ("migrations",), ("loadgen",), ("autellix",), ("tests", "docker", "docs"))
+LAYERS = (("shared",), ("services",), ("migrations",), ("runtime",), ("loadgen",), ("autellix",),
+          ("tests", "docker", "docs"))
 LAYER_OF = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}
-PACKAGES = ("shared", "services", "migrations", "loadgen", "autellix")  # importable: the rest is never imported
+PACKAGES = ("shared", "services", "migrations", "runtime", "loadgen", "autellix")  # importable: the rest is never imported
 VLLM_MODULES = {ROOT / "shared" / "engine" / name for name in ("vllm_adapter.py", "vllm_retention.py", "vllm_cpu.py",
                                                                 "vllm_serving.py", "vllm_queue.py", "vllm_offload.py")}
 
@@ -98,3 +100,14 @@ def test_only_the_adapter_imports_vllm():
         for path in _files(folder):
             if path not in VLLM_MODULES:
                 assert "vllm" not in _imports(path), f"{path.relative_to(ROOT)} imports vllm"
+
+
+def test_services_named_by_module_string_live_below_the_runtime():
+    """The supervisor starts each service as `python -m <module>`, a reference the import checks
+    cannot see: every module the catalog names must be a runnable package of a lower layer."""
+    from runtime.catalog import SERVICES
+
+    for spec in SERVICES:
+        top = spec.module.split(".")[0]
+        assert LAYER_OF[top] < LAYER_OF["runtime"], f"{spec.module} is not below the runtime"
+        assert (ROOT / spec.module.replace(".", "/") / "__main__.py").is_file(), f"{spec.module} has no __main__"

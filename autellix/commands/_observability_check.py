@@ -24,9 +24,9 @@ from loadgen.bench.promql_names import dashboard_exprs, metric_names
 from loadgen.live.real_servers import free_port
 from loadgen.live.run import LiveRunConfig, run_live
 from loadgen.live.stack_process import StackProcess, start_stack
+from runtime.metrics_targets import TARGETS_NAME
 from services.session_api.session_ids import program_id_for
 from shared.bus import Bus
-from shared.runtime.metrics_targets import TARGETS_NAME
 from shared.stats import percentile
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "autellix.json"

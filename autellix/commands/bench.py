@@ -91,8 +91,8 @@ def _register_process_table(benches) -> None:
 
 def _run_process_table(args: argparse.Namespace) -> int:
     from migrations.runner import upgrade
-    from shared.runtime.nats_server import NatsServer
-    from shared.runtime.postgres import EmbeddedPostgres
+    from runtime.nats_server import NatsServer
+    from runtime.postgres import EmbeddedPostgres
 
     with ExitStack() as stack:
         state_dir = args.state_dir

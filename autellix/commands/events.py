@@ -23,12 +23,12 @@ from typing import Any
 import nats.js.errors
 from nats.js import api
 
+from runtime.supervisor import DEFAULT_STATE_DIR, read_manifest
 from shared.bus import Bus
 from shared.bus.jetstream import DurableConsumer
 from shared.logging import configure_logging
 from shared.protocol import ProtocolError, decode, subjects
 from shared.protocol.codec import to_map
-from shared.runtime.supervisor import DEFAULT_STATE_DIR, read_manifest
 from shared.settings import DEFAULT_NATS_URL
 
 FETCH_BATCH = 256

@@ -19,9 +19,9 @@ from rich.live import Live
 
 from autellix.commands._top_view import SUBJECTS, TopView
 from autellix.commands.events import resolve_nats_url
+from runtime.supervisor import DEFAULT_STATE_DIR
 from shared.bus import Bus
 from shared.logging import configure_logging
-from shared.runtime.supervisor import DEFAULT_STATE_DIR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,9 +13,9 @@ import asyncio
 import os
 from pathlib import Path
 
-from shared.runtime.catalog import BACKENDS, StackOptions
-from shared.runtime.postgres import check_data_dir
-from shared.runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
+from runtime.catalog import BACKENDS, StackOptions
+from runtime.postgres import check_data_dir
+from runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

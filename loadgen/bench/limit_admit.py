@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.calls < 1 or args.burst < 1 or args.repeats < 1:
         p.error("--calls, --burst and --repeats must be >= 1")
-    from shared.runtime.nats_server import NatsServer
+    from runtime.nats_server import NatsServer
 
     nats = NatsServer(Path(tempfile.mkdtemp(prefix="autellix-limits-")) / "nats").start()
     owner = subprocess.Popen([sys.executable, "-m", "loadgen.bench.limit_admit", "--serve-owner", nats.url],

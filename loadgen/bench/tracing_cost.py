@@ -38,7 +38,7 @@ from loadgen.bench.spread import ratio, summary
 from loadgen.live.mesh_bench import LeanHttp, _full_call, _throughput
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
-from shared.runtime.ports import free_port
+from runtime.ports import free_port
 
 STACK_ENV = {"TIME_SCALE": "0", "LOG_LEVEL": "warning"}  # as `autellix bench mesh` starts its stack
 LOGGED = {"ACCESS_LOG": "true", "LOG_LEVEL": "info", "LOG_FORMAT": "json"}

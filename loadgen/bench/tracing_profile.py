@@ -23,7 +23,7 @@ from loadgen.bench.tracing_cost import STACK_ENV, Sink, variants
 from loadgen.live.mesh_bench import LeanHttp, _throughput
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
-from shared.runtime.ports import free_port
+from runtime.ports import free_port
 
 LIBRARIES = {"opentelemetry": "/opentelemetry/", "prometheus_client": "/prometheus_client/", "structlog": "/structlog/"}
 TOP = 10

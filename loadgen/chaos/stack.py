@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 import psutil
 
-from shared.runtime.catalog import StackOptions
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.ports import free_port
-from shared.runtime.postgres import EmbeddedPostgres
-from shared.runtime.processes import ManagedProcess
-from shared.runtime.supervisor import Stack, StackConfig
+from runtime.catalog import StackOptions
+from runtime.nats_server import NatsServer
+from runtime.ports import free_port
+from runtime.postgres import EmbeddedPostgres
+from runtime.processes import ManagedProcess
+from runtime.supervisor import Stack, StackConfig
 
 # Settings that make faults visible quickly and the ledger exactly checkable: PLAS sums (S_p is the
 # sum of its calls' service) and no anti-starvation promotion (a promotion resets S_p by design).

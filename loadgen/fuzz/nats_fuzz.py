@@ -53,7 +53,7 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.attribution import is_engine_subject
 from shared.protocol.envelope import decode
-from shared.runtime.nats_roles import ADMIN, SERVICE_ROLES
+from shared.protocol.nats_roles import ADMIN, SERVICE_ROLES
 
 SETTLE_S = 0.5  # after a role's batch: its reports arrive within milliseconds
 

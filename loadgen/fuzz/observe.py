@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.envelope import Publisher, decode
-from shared.runtime.nats_roles import OWNED_DURABLES
+from shared.protocol.nats_roles import OWNED_DURABLES
 
 
 def _libpq(database_url: str) -> str:

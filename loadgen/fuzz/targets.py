@@ -1,6 +1,6 @@
 """What the mesh listens on, as concrete subjects to send to, and who may publish where.
 
-The listening subjects are every service role's subscribe permissions (shared/runtime/nats_roles.py;
+The listening subjects are every service role's subscribe permissions (shared/protocol/nats_roles.py;
 the engine role's are each live engine's own user's), each wildcard filled with the tokens a live stack uses (its engines, a victim session), so a
 forgery reaches the consumers that would act on it. Each subject carries the message types its
 consumers take, so valid-looking forgeries can be built for it. Inboxes are left out: a reply
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.codec import MESSAGE_TYPES
-from shared.runtime.nats_roles import (
+from shared.protocol.nats_roles import (
     CLI,
     CONTROLLER,
     ENGINE_AGENT,

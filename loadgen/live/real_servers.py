@@ -27,7 +27,7 @@ def installed_binary(name: str, install_hint: str) -> str:
 
 
 def free_port() -> int:
-    from shared.runtime.ports import free_port as _free
+    from runtime.ports import free_port as _free
 
     return _free()
 

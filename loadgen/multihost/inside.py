@@ -23,10 +23,10 @@ from loadgen.multihost.load import run_load
 from loadgen.multihost.mesh import MultiHostMesh
 from loadgen.multihost.nats_cluster import CLIENT_PORT
 from loadgen.multihost.recovery import Span, longest_outage, recovery
+from runtime.nats_auth import with_credentials
 from shared.bus import Bus
 from shared.protocol import subjects
-from shared.runtime.nats_auth import with_credentials
-from shared.runtime.nats_roles import ADMIN
+from shared.protocol.nats_roles import ADMIN
 
 LOST_ENGINE_HOST = "engine-a"
 

@@ -22,11 +22,11 @@ from nats.js.api import StorageType, StreamConfig
 from loadgen.chaos.stack import CHAOS_ENV
 from loadgen.multihost.nats_cluster import ClusterTuning, client_url, start_node
 from loadgen.multihost.netns import SUBNET_PREFIX, Host, make_switch
+from runtime.nats_auth import NatsCredentials
+from runtime.processes import ManagedProcess, base_env, python_module_argv
 from services.engine_agent.host_id import host_engine_id
 from shared.bus import Bus, BusError
-from shared.runtime.nats_auth import NatsCredentials
-from shared.runtime.nats_roles import ADMIN, ENGINE_AGENT, engine_user
-from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
+from shared.protocol.nats_roles import ADMIN, ENGINE_AGENT, engine_user
 
 API_PORT = 8000
 REPLICAS = 3

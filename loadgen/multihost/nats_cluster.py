@@ -1,5 +1,5 @@
 """A NATS cluster with JetStream, one node per host: the same role users and permissions as every
-embedded server (`shared/runtime/nats_auth.py`), plus the cluster's routes and a server name.
+embedded server (`runtime/nats_auth.py`), plus the cluster's routes and a server name.
 
 The nodes share one credentials file (each role has one password mesh-wide). Pings every
 `ping_interval_s`, `ping_max` unanswered: a peer behind a cut link is dropped within a few
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.multihost.netns import Host
-from shared.runtime.nats_auth import NatsCredentials, render_config, write_private
-from shared.runtime.nats_server import nats_server_binary
-from shared.runtime.processes import ManagedProcess
+from runtime.nats_auth import NatsCredentials, render_config, write_private
+from runtime.nats_server import nats_server_binary
+from runtime.processes import ManagedProcess
 
 CLIENT_PORT = 4222
 ROUTE_PORT = 6222

@@ -20,14 +20,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from loadgen.multihost.netns import probe_namespaces
 from loadgen.multihost.pg_relay import PostgresRelay
-from shared.runtime.postgres import DATABASE_NAME, EmbeddedPostgres, asyncpg_url
-from shared.runtime.processes import base_env, python_module_argv
+from runtime.postgres import DATABASE_NAME, EmbeddedPostgres, asyncpg_url
+from runtime.processes import base_env, python_module_argv
 
 INSIDE_TIMEOUT_S = 300.0  # the whole inside run; it takes about a minute on a shared 2-core machine
 
 
 def _migrate(database_url: str, log_path: Path) -> None:
-    from shared.runtime.supervisor import migrations_dir
+    from runtime.supervisor import migrations_dir
 
     folder = migrations_dir()
     with open(log_path, "ab") as log:
@@ -97,7 +97,7 @@ def _postgres_version(libpq_url: str) -> str:
 
 
 def _nats_version() -> str:
-    from shared.runtime.nats_server import nats_server_binary
+    from runtime.nats_server import nats_server_binary
 
     return subprocess.run([str(nats_server_binary()), "--version"], capture_output=True, text=True).stdout.strip()
 

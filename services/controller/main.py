@@ -9,8 +9,8 @@ from services.controller.settings import SERVICE_NAME, ControllerSettings
 from services.settings_vocabulary import report_unknown_variables
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
-from shared.runtime.signals import stop_on_signals
 from shared.service_process import run_service, service_bus
+from shared.signals import stop_on_signals
 
 
 async def serve(settings: ControllerSettings, stop: asyncio.Event | None = None) -> None:

@@ -29,8 +29,8 @@ from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.signals import stop_on_signals
 from shared.service_process import freeze_startup_heap, run_service
+from shared.signals import stop_on_signals
 
 
 class RunningAgent:

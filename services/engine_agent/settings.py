@@ -14,7 +14,7 @@ from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.bus.connection import url_user
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.engine.registry import SIMULATED_BACKENDS
-from shared.runtime.nats_roles import ENGINE_AGENT, engine_user
+from shared.protocol.nats_roles import ENGINE_AGENT, engine_user
 from shared.settings import MeshSettings
 
 REAL_BACKENDS = ("vllm", "upstream")

@@ -15,8 +15,8 @@ from services.process_table.tenant_limits import TenantLimitOwner
 from services.settings_vocabulary import report_unknown_variables
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
-from shared.runtime.signals import stop_on_signals
 from shared.service_process import freeze_startup_heap, run_service, service_bus
+from shared.signals import stop_on_signals
 
 
 async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = None) -> None:

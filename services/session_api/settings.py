@@ -43,7 +43,7 @@ class SessionApiSettings(MeshSettings):
     # a call skips the round trip to the owner; 0: every call asks
     limit_grants_ahead: int = Field(default=8, ge=0, le=256)
     # HTTP limits (request_guard.py, http_protocol.py). The body cap stays under the NATS payload
-    # limit (8 MiB, shared/runtime/nats_server.py): a real model's request travels whole inside
+    # limit (8 MiB, runtime/nats_server.py): a real model's request travels whole inside
     # its RouteCall, so a bigger body could be read but never placed
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=8 * 1024 * 1024)
     max_json_depth: int = Field(default=64, ge=4)

@@ -5,7 +5,7 @@ inside `connect()`; here the whole first connect is bounded by `connect_timeout_
 reconnects (once connected) go on forever with a short wait, and every transition is logged.
 
 A connection that authenticates as a user (nats://user:password@host) takes `_INBOX.<user>` as
-its inbox prefix: the server lets each role read only its own inbox (shared/runtime/nats_roles.py),
+its inbox prefix: the server lets each role read only its own inbox (shared/protocol/nats_roles.py),
 so replies and token streams stay with the role that asked for them.
 """
 

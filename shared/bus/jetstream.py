@@ -74,7 +74,7 @@ def audit_stream_config(max_age_s: float = AUDIT_MAX_AGE_S, max_bytes: int = AUD
     )
 
 
-# the NATS roles that may change a stream's limits (shared/runtime/nats_roles.py); "" is an
+# the NATS roles that may change a stream's limits (shared/protocol/nats_roles.py); "" is an
 # unauthenticated connection (an external NATS without roles)
 STREAM_OWNERS = frozenset({"", "admin", "process_table"})
 

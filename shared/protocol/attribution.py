@@ -1,7 +1,7 @@
 """An engine's messages travel on subjects that name it; the body must name the same engine.
 
 The server lets each engine's NATS user publish only on its own subjects (heartbeat, queue
-snapshot, completions: `shared/runtime/nats_roles.py`), but the body is what receivers read. A
+snapshot, completions: `shared/protocol/nats_roles.py`), but the body is what receivers read. A
 message whose body names another engine (or program) than its subject is dropped by every
 receiver (`Bus.accept`), so the subject's permission binds the body: engine e1 cannot speak for e0.
 No I/O: the caller passes the subject and the decoded body (the message classes come with the codec).

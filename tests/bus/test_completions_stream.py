@@ -10,13 +10,13 @@ import uuid
 import pytest
 from nats.js import api
 
+from runtime.nats_server import NatsServer
 from services.engine_agent.completions import CompletionPublisher
 from shared.bus import Bus
 from shared.bus.jetstream import CompletionRefused
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
 
 
 def _completed(program_id: str, k: int) -> m.CallCompleted:

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
+from runtime.ports import free_port
 from shared.bus import Bus, ConnectFailed, NoResponders, RemoteError, RequestTimeout
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
-from shared.runtime.ports import free_port
 
 
 def _id() -> str:

@@ -15,11 +15,11 @@ import uuid
 import nats.errors
 import pytest
 
+from runtime.nats_server import nats_server_binary
+from runtime.ports import free_port, wait_for_tcp
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import nats_server_binary
-from shared.runtime.ports import free_port, wait_for_tcp
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from runtime.nats_server import NatsServer
 from shared.bus import Bus, pull
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
 
 
 async def _eventually(predicate, timeout_s: float = 10.0) -> None:

@@ -8,9 +8,9 @@ import asyncio
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
+from runtime.nats_server import NatsServer
 from shared.bus import Bus
 from shared.bus.reconnect import ServerPicker
-from shared.runtime.nats_server import NatsServer
 
 
 def _servers(*netlocs: str) -> list:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.runtime.metrics_targets import TARGETS_NAME
-from shared.runtime.ports import free_port
-from shared.runtime.supervisor import MANIFEST_NAME
+from runtime.metrics_targets import TARGETS_NAME
+from runtime.ports import free_port
+from runtime.supervisor import MANIFEST_NAME
 from tests.observability.up_process import start_up, stop_up
 
 

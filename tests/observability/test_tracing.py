@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from loadgen.bench.otlp_sink import OtlpSink
-from shared.runtime.ports import free_port
+from runtime.ports import free_port
 from tests.observability.up_process import start_up, stop_up
 
 CLIENT_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

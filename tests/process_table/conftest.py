@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from runtime.nats_server import NatsServer
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import ProcessTableSettings
-from shared.runtime.nats_server import NatsServer
 
 
 @pytest.fixture(scope="package")

@@ -47,7 +47,7 @@ class Endpoint:
 
 
 def _free_port() -> int:
-    from shared.runtime.ports import free_port
+    from runtime.ports import free_port
 
     return free_port()
 

@@ -58,7 +58,7 @@ class Misbehaving:
                 return StreamingResponse(events(), media_type="text/event-stream")
             return Response(b"<html>not json{", media_type="application/json")
 
-        from shared.runtime.ports import free_port
+        from runtime.ports import free_port
 
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="module")
 def one_slot_server():
     require_vllm()
+    from runtime.ports import free_port
     from services.engine_agent.vllm_main import TINY_MODEL_VLLM_ARGS
     from shared.engine.tiny_model import make_tiny_model
-    from shared.runtime.ports import free_port
 
     model = make_tiny_model(Path(tempfile.gettempdir()) / "autellix-test-tiny-model")
     port = free_port()

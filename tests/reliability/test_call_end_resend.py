@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+from runtime.nats_server import NatsServer
 from services.engine_agent.resend import RecentEnds
 from shared.bus import Bus
 from shared.logging import get_logger
 from shared.protocol import messages as m
-from shared.runtime.nats_server import NatsServer
 
 
 def _end(call_id: str, index: int = 3) -> m.TokenChunk:

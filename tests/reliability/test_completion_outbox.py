@@ -14,14 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runtime.nats_server import NatsServer
+from runtime.ports import free_port
+from runtime.processes import ManagedProcess, base_env, python_module_argv
 from services.engine_agent import outbox as ob
 from services.engine_agent.outbox import CompletionOutbox, OutboxInUse, outbox_path
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.ports import free_port
-from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
 
 
 def _done(call_id: str, program: str = "p1") -> m.CallCompleted:

@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from runtime.nats_server import NatsServer
 from services.controller.handlers import ControllerService
 from services.controller.settings import ControllerSettings
 from shared.core.program import ServiceAggregation
@@ -19,7 +20,6 @@ from shared.engine.api import CallCompletion
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 MODEL = "autellix-lite"

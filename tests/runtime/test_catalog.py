@@ -2,7 +2,7 @@
 
 import pytest
 
-from shared.runtime.catalog import SERVICES, HealthProbe, ServiceSpec, StackOptions, plan
+from runtime.catalog import SERVICES, HealthProbe, ServiceSpec, StackOptions, plan
 
 
 def test_plan_expands_engines_and_skips_missing_packages():

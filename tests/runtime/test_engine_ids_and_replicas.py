@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from runtime.nats_server import NatsServer
+from runtime.processes import base_env, python_module_argv
 from services.engine_agent.host_id import host_engine_id
 from services.engine_agent.settings import EngineAgentSettings
 from shared.bus import jetstream
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.processes import base_env, python_module_argv
 from shared.settings import MeshSettings
 
 UNSAFE = set(".*> \t\n")

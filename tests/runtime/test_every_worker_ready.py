@@ -14,10 +14,10 @@ import httpx
 import psutil
 import pytest
 
+from runtime.catalog import HealthProbe, Instance, ServiceSpec, StackOptions
+from runtime.ports import free_port
+from runtime.supervisor import Stack, StackConfig, StartupFailed, instance_pid
 from shared.protocol.envelope import make_publisher_id
-from shared.runtime.catalog import HealthProbe, Instance, ServiceSpec, StackOptions
-from shared.runtime.ports import free_port
-from shared.runtime.supervisor import Stack, StackConfig, StartupFailed, instance_pid
 
 SLOW_MODULES = "tests.runtime.slow_workers"
 

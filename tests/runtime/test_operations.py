@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runtime.ports import free_port
 from services.settings_vocabulary import known_variables
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.ports import free_port
 from shared.settings_check import unknown_variables
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

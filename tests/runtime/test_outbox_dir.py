@@ -3,8 +3,8 @@ test stack's files go with it), unless the operator set ENGINE_OUTBOX_DIR."""
 
 from __future__ import annotations
 
-from shared.runtime.catalog import HealthProbe, Instance
-from shared.runtime.supervisor import Stack, StackConfig
+from runtime.catalog import HealthProbe, Instance
+from runtime.supervisor import Stack, StackConfig
 
 
 def _engine() -> Instance:

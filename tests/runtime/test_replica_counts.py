@@ -7,11 +7,11 @@ import socket
 import pytest
 from pydantic import ValidationError
 
+from runtime.catalog import StackOptions, plan, with_own_port
+from runtime.metrics_targets import MetricsPorts
+from runtime.ports import free_port
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_port import reuse_port_socket
-from shared.runtime.catalog import StackOptions, plan, with_own_port
-from shared.runtime.metrics_targets import MetricsPorts
-from shared.runtime.ports import free_port
 
 
 def test_workers_and_routers_become_instances_on_one_port():

@@ -11,10 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from runtime.nats_server import NatsServer, nats_server_binary
+from runtime.postgres import EmbeddedPostgres, asyncpg_url, check_data_dir
 from shared.bus import Bus
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer, nats_server_binary
-from shared.runtime.postgres import EmbeddedPostgres, asyncpg_url, check_data_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

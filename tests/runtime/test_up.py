@@ -21,12 +21,12 @@ import httpx
 import psutil
 import pytest
 
+from runtime.catalog import HealthProbe, ServiceSpec, StackOptions
+from runtime.ports import free_port
+from runtime.supervisor import MANIFEST_NAME, Stack, StackConfig
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.catalog import HealthProbe, ServiceSpec, StackOptions
-from shared.runtime.ports import free_port
-from shared.runtime.supervisor import MANIFEST_NAME, Stack, StackConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

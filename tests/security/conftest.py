@@ -8,8 +8,8 @@ import asyncio
 import nats
 import pytest
 
+from runtime.nats_server import NatsServer
 from shared.bus.connection import inbox_prefix, is_permission_violation
-from shared.runtime.nats_server import NatsServer
 
 
 @pytest.fixture(scope="package")

@@ -14,11 +14,11 @@ import nats
 import pytest
 import yaml
 
+from runtime.nats_auth import NatsCredentials, docker_config, password_variable
+from runtime.nats_server import nats_server_binary
+from runtime.ports import free_port, wait_for_tcp
 from shared.bus import Bus
-from shared.runtime.nats_auth import NatsCredentials, docker_config, password_variable
-from shared.runtime.nats_roles import ENGINE_AGENT, SERVICE_ROLES, engine_user
-from shared.runtime.nats_server import nats_server_binary
-from shared.runtime.ports import free_port, wait_for_tcp
+from shared.protocol.nats_roles import ENGINE_AGENT, SERVICE_ROLES, engine_user
 from shared.settings import MeshSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_docker_nats_conf_is_the_current_rendering():
     engines = compose_engine_ids()
     assert engines == ["e0", "e1", "em0", "v0"]
     assert (ROOT / "docker" / "nats.conf").read_text() == docker_config(engines), \
-        f"run: python -m shared.runtime.nats_auth docker {' '.join(engines)} > docker/nats.conf"
+        f"run: python -m runtime.nats_auth docker {' '.join(engines)} > docker/nats.conf"
 
 
 def test_every_compose_service_logs_in_as_its_role_with_its_own_secret():

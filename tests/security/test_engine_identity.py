@@ -25,7 +25,7 @@ from services.session_api.settings import SessionApiSettings
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_roles import engine_user
+from shared.protocol.nats_roles import engine_user
 
 E0, E1 = engine_user("e0"), engine_user("e1")
 

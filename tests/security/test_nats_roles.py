@@ -12,11 +12,11 @@ import nats
 import nats.errors
 import pytest
 
+from runtime.nats_auth import NatsCredentials, render_config
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_auth import NatsCredentials, render_config
-from shared.runtime.nats_roles import (
+from shared.protocol.nats_roles import (
     ADMIN,
     CLI,
     CONTROLLER,

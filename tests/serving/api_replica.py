@@ -10,10 +10,10 @@ import time
 import httpx
 import uvicorn
 
+from runtime.ports import free_port
 from services.session_api.auth import KeyStore
 from services.session_api.main import create_app, uvicorn_options
 from services.session_api.settings import SessionApiSettings
-from shared.runtime.ports import free_port
 from tests.serving.stack import TENANT_KEYS, Stack
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import uvicorn
 
+from runtime.nats_server import NatsServer
+from runtime.ports import free_port
 from services.engine_agent.main import start_agent
 from services.engine_agent.settings import EngineAgentSettings
 from services.process_table.main import serve as serve_process_table
@@ -20,8 +22,6 @@ from services.router.settings import RouterSettings
 from services.session_api.auth import KeyStore
 from services.session_api.main import create_app
 from services.session_api.settings import SessionApiSettings
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.ports import free_port
 from tests.serving.stack import TENANT_KEYS, Stack, _wait_ready
 
 

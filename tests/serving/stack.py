@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import httpx
 import uvicorn
 
+from runtime.ports import free_port
 from services.controller.main import serve as serve_controller
 from services.controller.settings import ControllerSettings
 from services.engine_agent.main import RunningAgent, start_agent
@@ -24,7 +25,6 @@ from services.session_api.auth import KeyStore
 from services.session_api.http_protocol import OneWriteHttpProtocol
 from services.session_api.main import create_app
 from services.session_api.settings import SessionApiSettings
-from shared.runtime.ports import free_port
 
 TENANT_KEYS = {"acme": "sk-acme-0123456789", "globex": "sk-globex-0123456789"}
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.runtime.ports import free_port
+from runtime.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

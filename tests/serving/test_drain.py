@@ -8,8 +8,8 @@ import asyncio
 
 import openai
 
+from runtime.nats_server import NatsServer
 from services.engine_agent.drain import drain_calls
-from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 LONG_TOKENS = 150

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runtime.catalog import SERVICES
+from runtime.nats_auth import docker_config, password_variable
 from services.settings_vocabulary import SERVICE_SETTINGS, known_variables
-from shared.runtime.catalog import SERVICES
-from shared.runtime.nats_auth import docker_config, password_variable
-from shared.runtime.nats_roles import ENGINE_AGENT, ROLES, SERVICE_ROLES, engine_user
+from shared.protocol.nats_roles import ENGINE_AGENT, ROLES, SERVICE_ROLES, engine_user
 from shared.settings import DatabaseSettings
 from shared.settings_check import env_names
 
@@ -148,7 +148,7 @@ def test_every_secret_reference_exists():
 def test_nats_servers_are_the_tested_release_with_the_roles_and_the_cluster():
     config = _named("ConfigMap", "nats-config")["data"]
     assert config["autellix.conf"] == docker_config(_engine_ids()), \
-        f"re-render: python -m shared.runtime.nats_auth docker {' '.join(_engine_ids())}"
+        f"re-render: python -m runtime.nats_auth docker {' '.join(_engine_ids())}"
     assert "include ./autellix.conf" in config["nats.conf"] and "jetstream" in config["nats.conf"]
     replicas = _named("StatefulSet", "nats")["spec"]["replicas"]
     for i in range(replicas):

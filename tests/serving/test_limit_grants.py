@@ -10,6 +10,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runtime.nats_server import NatsServer
 from services.process_table.tenant_limits import TenantLimitOwner
 from services.session_api.limit_grants import BATCHES_PER_S_MIN, BURST_BATCHES_MIN, grants_wanted
 from services.session_api.settings import SessionApiSettings
@@ -18,7 +19,6 @@ from shared.bus.bus import Bus
 from shared.core.tenant_limits import Limits
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
 
 limits_st = st.builds(Limits, st.integers(1, 10_000), st.one_of(st.just(0.0), st.floats(0.1, 1e5)),
                       st.integers(1, 100_000))

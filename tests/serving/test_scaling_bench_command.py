@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from loadgen.bench.scaling import markdown_table
-from shared.runtime.ports import free_port
+from runtime.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

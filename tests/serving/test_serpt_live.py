@@ -8,8 +8,8 @@ import asyncio
 import httpx
 import openai
 
+from runtime.nats_server import NatsServer
 from shared.core.size_estimator import SizeEstimatorConfig
-from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 MIN_SAMPLES = SizeEstimatorConfig().min_samples

@@ -11,12 +11,12 @@ import httpx
 import openai
 import pytest
 
+from runtime.nats_server import NatsServer
 from services.process_table.tenant_limits import TenantLimitOwner
 from services.session_api.errors import ApiError
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_limits import OWNER_RETRY_S, SharedCallLimiter
 from shared.bus.bus import Bus
-from shared.runtime.nats_server import NatsServer
 from tests.serving.api_replica import api_replica
 
 TENANT = "globex"

@@ -8,11 +8,11 @@ import time
 
 import httpx
 
+from runtime.nats_server import NatsServer
 from services.controller.settings import ControllerSettings
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.runtime.nats_server import NatsServer
 from tests.serving.stack import start_stack
 
 FLOOD = 12  # the heavy tenant's calls in flight, on an engine with 2 slots

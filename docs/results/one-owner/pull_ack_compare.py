@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
+from runtime.nats_server import NatsServer  # noqa: E402
 from services.process_table import wire  # noqa: E402
 from services.process_table.puller import StreamingPuller  # noqa: E402
 from shared.bus import Bus  # noqa: E402
 from shared.protocol import messages as m  # noqa: E402
 from shared.protocol import subjects  # noqa: E402
-from shared.runtime.nats_server import NatsServer  # noqa: E402
 
 NUM = 20_000
 

@@ -10,16 +10,16 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.runtime.nats_auth import (
+from runtime.nats_auth import (
     CREDENTIALS_NAME,
     MAX_PAYLOAD_BYTES,
     NatsCredentials,
     render_config,
     write_private,
 )
-from shared.runtime.nats_roles import ADMIN
-from shared.runtime.ports import free_port, wait_for_tcp
-from shared.runtime.processes import die_with_parent
+from runtime.ports import free_port, wait_for_tcp
+from runtime.processes import die_with_parent
+from shared.protocol.nats_roles import ADMIN
 
 
 def nats_server_binary() -> Path:

@@ -1,6 +1,6 @@
 """Who may publish and subscribe what on NATS: one row per role of the mesh.
 
-Each service role connects as its own NATS user (`shared/runtime/nats_auth.py` makes the
+Each service role connects as its own NATS user (`runtime/nats_auth.py` makes the
 passwords and renders the server configuration from this table). The server refuses anything not
 listed (a permissions violation), so a process holding one role's password cannot forge another
 role's messages:

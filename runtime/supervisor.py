@@ -10,7 +10,7 @@ PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (childr
 SIGTERM if the supervisor itself is killed; only PostgreSQL, daemonized by pg_ctl, would survive
 that, and the next `autellix up` on the same state dir reuses it).
 
-NATS requires authentication: every service connects as its role (shared/runtime/nats_roles.py),
+NATS requires authentication: every service connects as its role (shared/protocol/nats_roles.py),
 each engine agent as its own user (engine_agent.<ENGINE_ID>), with the password kept in
 nats/credentials.json (0600, made on first start); the supervisor's own
 health checks and the CLI tools use the read-only `cli` role.
@@ -18,7 +18,7 @@ health checks and the CLI tools use the read-only `cli` role.
 State folder layout: nats/ (JetStream store, credentials.json, nats.conf), pg/ (PostgreSQL data), logs/<process>.log, up.json
 (URLs and pids of the running stack, read by `autellix events tail`; 0600: its NATS URL carries
 the `cli` role's password), metrics.json (every process's
-Prometheus target, file_sd format: shared/runtime/metrics_targets.py).
+Prometheus target, file_sd format: runtime/metrics_targets.py).
 """
 
 from __future__ import annotations
@@ -36,14 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.bus import Bus
-from shared.bus.connection import redact_url
-from shared.logging import configure_logging
-from shared.protocol import messages as m
-from shared.protocol import subjects
-from shared.protocol.envelope import decode
-from shared.protocol.errors import ProtocolError
-from shared.runtime.catalog import (
+from runtime.catalog import (
     SERVICES,
     HealthProbe,
     Instance,
@@ -52,13 +45,20 @@ from shared.runtime.catalog import (
     plan,
     with_own_port,
 )
-from shared.runtime.metrics_targets import TARGETS_NAME, MetricsPorts
-from shared.runtime.nats_auth import write_private
-from shared.runtime.nats_roles import CLI, SERVICE_ROLES
-from shared.runtime.nats_server import NatsServer
-from shared.runtime.ports import free_port
-from shared.runtime.postgres import EmbeddedPostgres
-from shared.runtime.processes import ManagedProcess, base_env, python_module_argv
+from runtime.metrics_targets import TARGETS_NAME, MetricsPorts
+from runtime.nats_auth import write_private
+from runtime.nats_server import NatsServer
+from runtime.ports import free_port
+from runtime.postgres import EmbeddedPostgres
+from runtime.processes import ManagedProcess, base_env, python_module_argv
+from shared.bus import Bus
+from shared.bus.connection import redact_url
+from shared.logging import configure_logging
+from shared.protocol import messages as m
+from shared.protocol import subjects
+from shared.protocol.envelope import decode
+from shared.protocol.errors import ProtocolError
+from shared.protocol.nats_roles import CLI, SERVICE_ROLES
 
 DEFAULT_STATE_DIR = Path("/var/lib/autellix")
 MANIFEST_NAME = "up.json"

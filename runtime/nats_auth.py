@@ -9,8 +9,8 @@ file (`nats.conf` beside it, also 0600) is rendered from `nats_roles.py`; docker
 same rendering with `$NATS_<USER>_PASSWORD` variables that compose fills from its environment, for
 the engine ids compose defines (docs/security.md: adding an engine):
 
-    python -m shared.runtime.nats_auth docker e0 e1 em0 v0 > docker/nats.conf   # after changing nats_roles.py
-    python -m shared.runtime.nats_auth env e0 e1 em0 v0 > .env                  # fresh passwords for compose
+    python -m runtime.nats_auth docker e0 e1 em0 v0 > docker/nats.conf   # after changing nats_roles.py
+    python -m runtime.nats_auth env e0 e1 em0 v0 > .env                  # fresh passwords for compose
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from shared.runtime.nats_roles import ROLES, Permissions, engine_of_user, engine_user, permissions_of
+from shared.protocol.nats_roles import ROLES, Permissions, engine_of_user, engine_user, permissions_of
 
 CREDENTIALS_NAME = "credentials.json"
 # a real model's request travels whole over the bus: 128K tokens of text (about 512 KB) plus JSON,
@@ -161,13 +161,13 @@ def render_config(credentials: NatsCredentials | None = None, engine_ids: Iterab
         perms = f", permissions: {{{_permissions(p)}}}" if p is not None else ""
         lines.append(f'    {{user: "{user}", password: {password}{perms}}}')
     return (f"max_payload: {MAX_PAYLOAD_BYTES}\n"
-            "# every client authenticates as one role, each engine as its own user (shared/runtime/nats_roles.py)\n"
+            "# every client authenticates as one role, each engine as its own user (shared/protocol/nats_roles.py)\n"
             "authorization {\n  users = [\n" + "\n".join(lines) + "\n  ]\n}\n")
 
 
 def _docker_header(engine_ids: tuple[str, ...]) -> str:
-    return f"""# NATS server settings of the mesh, rendered from shared/runtime/nats_roles.py by
-# `python -m shared.runtime.nats_auth docker {' '.join(engine_ids)}` (tests/security/test_compose_auth.py
+    return f"""# NATS server settings of the mesh, rendered from shared/protocol/nats_roles.py by
+# `python -m runtime.nats_auth docker {' '.join(engine_ids)}` (tests/security/test_compose_auth.py
 # and tests/serving/test_k8s_manifests.py check it is current); one user per engine id listed there.
 # Each user's password comes from the server's environment ($NATS_<USER>_PASSWORD: compose's, or the Secret's).
 # max_payload: a real model's request travels whole (128K tokens of text plus JSON).
@@ -186,7 +186,7 @@ def env_file(credentials: NatsCredentials) -> str:
 if __name__ == "__main__":
     what, engines = (sys.argv[1], sys.argv[2:]) if len(sys.argv) >= 2 else ("", [])
     if what not in ("docker", "env"):
-        sys.exit("usage: python -m shared.runtime.nats_auth docker|env ENGINE_ID...")
+        sys.exit("usage: python -m runtime.nats_auth docker|env ENGINE_ID...")
     try:
         sys.stdout.write(docker_config(engines) if what == "docker" else env_file(NatsCredentials.generate(engines)))
     except ValueError as exc:  # an engine id that cannot be a subject token, or two sharing a variable

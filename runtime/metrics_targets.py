@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shared.runtime.catalog import HealthProbe, Instance, StackOptions
-from shared.runtime.ports import free_port
+from runtime.catalog import HealthProbe, Instance, StackOptions
+from runtime.ports import free_port
 
 TARGETS_NAME = "metrics.json"
 
