@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from shared.logging import get_logger
+from shared.lru import LRU
 
 if TYPE_CHECKING:
     from nats.js.client import JetStreamContext
@@ -51,9 +51,8 @@ class ResendingPublisher:
         self.js = js
         self.ack_wait_s = ack_wait_s
         self.give_up_s = give_up_s
-        self.max_pending = max_pending
         self.log = get_logger(component="resending_publisher")
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()  # by Nats-Msg-Id, oldest first
+        self._pending: LRU[str, _Pending] = LRU(max_pending)  # by Nats-Msg-Id, oldest first
         self._sweeper: asyncio.Task | None = None
         self.stored = 0
         self.resent = 0
@@ -66,9 +65,7 @@ class ResendingPublisher:
     async def publish(self, subject: str, data: bytes, msg_id: str) -> None:
         now = time.monotonic()
         entry = _Pending(subject, data, {"Nats-Msg-Id": msg_id}, now, now)
-        self._pending[msg_id] = entry
-        while len(self._pending) > self.max_pending:
-            _, oldest = self._pending.popitem(last=False)
+        for _, oldest in self._pending.put(msg_id, entry):
             self._drop(oldest, "too many events waiting for an ack")
         await self._send(msg_id, entry)
         if self._sweeper is None or self._sweeper.done():
@@ -88,7 +85,7 @@ class ResendingPublisher:
         if fut.cancelled() or fut.exception() is not None:
             return  # the sweep sends it again
         if self._pending.get(msg_id) is entry:
-            del self._pending[msg_id]
+            self._pending.pop(msg_id)
             self.stored += 1
 
     def _drop(self, entry: _Pending, why: str) -> None:
@@ -107,7 +104,7 @@ class ResendingPublisher:
             if not (overdue or failed):
                 continue
             if now - entry.first_sent >= self.give_up_s:
-                del self._pending[msg_id]
+                self._pending.pop(msg_id)
                 self._drop(entry, f"not stored within {self.give_up_s:g} s")
                 continue
             if future is not None and not future.done():
@@ -134,7 +131,7 @@ class ResendingPublisher:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        for entry in self._pending.values():
+        for msg_id, entry in list(self._pending.items()):
+            self._pending.pop(msg_id)
             self._drop(entry, "publisher closed")
-        self._pending.clear()
 
