@@ -320,7 +320,10 @@ class ProcessTableService:
         opened = wire.session_opened(view)
         if created:
             metrics.session_opened(view)
-            await self.bus.publish_event(opened)
+            # the session is in PostgreSQL: the reply does not wait on the audit stream (an open
+            # failed for the seconds a stream elected a leader, and its retry found it created and
+            # published nothing), while the event is sent until the stream has it
+            await self.bus.publish_event_until_stored(opened)
         return opened
 
     async def on_close(self, incoming: Incoming) -> m.SessionClosed | m.ErrorReply:
@@ -345,7 +348,7 @@ class ProcessTableService:
         if before.state != after.state:
             self.sizes.observe(after)
             metrics.session_closed(after)
-            await self.bus.publish_event(closed)
+            await self.bus.publish_event_until_stored(closed)
         return closed
 
     async def on_lookup(self, incoming: Incoming) -> m.SessionInfo | m.ErrorReply | None:
@@ -379,7 +382,7 @@ class ProcessTableService:
             self.log.info("session_expired", program_id=view.program_id, idle_ttl_s=self.settings.session_idle_ttl_s)
             self.sizes.observe(view)
             metrics.session_closed(view)
-            await self.bus.publish_event(wire.session_closed(view))
+            await self.bus.publish_event_until_stored(wire.session_closed(view))
         return [v.program_id for v in views]
 
     async def health(self) -> tuple[bool, str]:
