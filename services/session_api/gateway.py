@@ -293,8 +293,13 @@ class Gateway:
         except ApiError as exc:
             if exc.status != 404 or is_issued(session_id):
                 raise
-            opened = await self._open(tenant, session_id)  # 409 if it was closed meanwhile
+            # admitted before the session is opened: a refused call leaves no session behind
             self.session_threads.admit(call.program_id, (), call.thread_id, call.parent_thread_id, session_id)
+            try:
+                opened = await self._open(tenant, session_id)  # 409 if it was closed meanwhile
+            except ApiError:
+                self.session_threads.forget(call.program_id)
+                raise
             return None, opened.opened_at_ns, None
         if info.state != "open":
             raise session_ended(session_id)

@@ -34,6 +34,7 @@ from vllm.v1.request import Request, RequestStatus
 from shared.core.kv_retention import RetentionConfig, RetentionTable
 from shared.core.tool_profiles import ToolProfileConfig, ToolProfiles
 from shared.engine.lite.retention import SessionHint
+from shared.lru import LRU
 
 
 class RetainingKVCacheManager(KVCacheManager):
@@ -78,7 +79,8 @@ class VllmRetention:
         manager.reclaim = self._reclaim
         self._hints: dict[str, SessionHint] = {}  # live request id -> its session hint
         self._kept: dict[str, list] = {}  # session -> the KVCacheBlocks its ghost reference holds
-        self._pauses: dict[str, tuple[float, str]] = {}  # session -> (last call's end, tool class)
+        # session -> (last call's end, tool class); sessions that never come back fall out
+        self._pauses: LRU[str, tuple[float, str]] = LRU(self.tool_profiles.cfg.max_sessions)
         self.retention_stats = {"retained_sessions": 0, "retention_resumes": 0, "retention_expired": 0,
                                 "retention_victims": 0}
 
@@ -142,7 +144,7 @@ class VllmRetention:
             return
         resolution = self.tool_profiles.resolve(sid, hint.next_tool)
         prediction = self.tool_profiles.predict(resolution.tool, hint.idle_hint_s)
-        self._pauses[sid] = (end_s, resolution.tool)
+        self._pauses.put(sid, (end_s, resolution.tool))
         blocks = self.kv_cache_manager.get_blocks(request.request_id).blocks[0]
         cached = [b for b in blocks if b.block_hash is not None and not b.is_null]
         sole = sum(1 for b in cached if b.ref_cnt == 1)  # what unpinning this session alone frees

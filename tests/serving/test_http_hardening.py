@@ -152,6 +152,8 @@ async def test_an_unknown_parent_is_a_400_and_a_known_one_is_served(stack):
         error = _error(await http.post(CHAT, json=_call(session_id=session, thread_id="b", parent_thread_id="ghost")),
                        400, "unknown_parent_thread")
         assert error["param"] == "parent_thread_id"
+        # the refused first call of a client-chosen id opened no session (nothing changes on refusal)
+        assert (await http.get(f"/v1/sessions/{session}")).status_code == 404
         assert (await http.post(CHAT, json=_call(session_id=session, thread_id="a"))).status_code == 200
         assert (await http.post(CHAT, json=_call(session_id=session, thread_id="b", parent_thread_id="a"))
                 ).status_code == 200

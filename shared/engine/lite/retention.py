@@ -31,6 +31,7 @@ from shared.core.kv_retention import RetentionTable
 from shared.core.tool_profiles import ToolProfiles
 from shared.engine.api import EngineCall
 from shared.engine.lite.sequence import WAITING, Seq
+from shared.lru import LRU
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class RetentionMixin:
         self._trace_ids: dict[str, int] = {}  # live call -> its id in the trace
         self._next_trace_id = 0
         self._kept: dict[str, list[int]] = {}  # session -> cached block hashes it pins
-        self._pauses: dict[str, tuple[float, str]] = {}  # session -> (last call's end, tool class)
+        # session -> (last call's end, tool class); sessions that never come back fall out
+        self._pauses: LRU[str, tuple[float, str]] = LRU(self.tool_profiles.cfg.max_sessions)
         self._next_expiry_s = math.inf
         self.stats.update({"retained_sessions": 0, "retention_resumes": 0, "retention_expired": 0,
                            "retention_victims": 0})
@@ -168,9 +170,7 @@ class RetentionMixin:
         seq.reg_upto = 0
         resolution = self.tool_profiles.resolve(sid, hint.next_tool)
         prediction = self.tool_profiles.predict(resolution.tool, hint.idle_hint_s)
-        self._pauses[sid] = (end_s, resolution.tool)
-        if len(self._pauses) > self.tool_profiles.cfg.max_sessions:  # sessions that never came back
-            del self._pauses[next(iter(self._pauses))]
+        self._pauses.put(sid, (end_s, resolution.tool))
         decision = self.retention.retain(sid, pool.num_sole_held(cached), seq.context_tokens, prediction, end_s)
         if decision.retained:
             self._kept[sid] = cached
