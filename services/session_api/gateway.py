@@ -29,6 +29,7 @@ from services.session_api.peer_notes import PeerNotes
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
 from services.session_api.session_ids import checked, is_issued, new_issued_id, program_id_for
+from services.session_api.session_ops_limit import SessionOpsLimiter
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_limits import call_limiter
 from services.session_api.tenant_salts import TenantSalts
@@ -68,6 +69,8 @@ class Gateway:
                                settings.session_stale_if_unavailable_s)
         self.outputs = self.peers.outputs
         self.limits = call_limiter(bus, settings)  # per tenant over every API worker (shared_limits.py)
+        self.session_ops = SessionOpsLimiter(settings.max_session_ops_per_s_per_tenant,
+                                             settings.session_ops_burst_per_tenant)
         self.completed_calls = self.peers.completed_calls  # the ATLAS base's freshness check (call_counts.py)
         self.models = ServedModels()  # what the live engines serve (their heartbeats)
         self.tokenizers = ModelTokenizers()  # real models' own tokenizers
@@ -156,6 +159,7 @@ class Gateway:
                            session_id: str | None = None) -> tuple[SessionView, bool]:
         """(the session, whether this request created it). Without an id one is issued; a client's
         id opens its session, or finds it open (409 when it has ended); an issued id must exist."""
+        self.session_ops.admit(tenant)
         if session_id is None:
             session_id = new_issued_id()
         else:
@@ -189,9 +193,11 @@ class Gateway:
         return await self.session_lookups.lookup(f"{tenant}\0{program_id}", fetch, cached_ok)
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
+        self.session_ops.admit(tenant)
         return _view(await self.session_info(tenant, session_id), session_id)
 
     async def close_session(self, tenant: str, session_id: str) -> SessionView:
+        self.session_ops.admit(tenant)
         await self.session_info(tenant, session_id)  # 404 for unknown or foreign ids first
         program_id = program_id_for(tenant, session_id)
         await self._session_request(subjects.session_close(), m.CloseSession(session_id=program_id, tenant=tenant),

@@ -37,6 +37,9 @@ class SessionApiSettings(MeshSettings):
     max_requests_per_s_per_tenant: float = Field(default=5000.0, ge=0, allow_inf_nan=False)  # 0: no rate limit
     request_burst_per_tenant: int = Field(default=10_000, ge=1)  # two seconds at the default rate
     shared_limits: bool = True
+    # `/v1/sessions` operations (open, read, close) per tenant and API worker (session_ops_limit.py)
+    max_session_ops_per_s_per_tenant: float = Field(default=500.0, ge=0, allow_inf_nan=False)  # 0: no limit
+    session_ops_burst_per_tenant: int = Field(default=1000, ge=1)
     # the limit owner (the process table) answers within this, or the worker limits its calls alone
     limit_owner_timeout_s: float = Field(default=0.5, gt=0, le=10)
     # admissions a worker holds granted ahead per tenant far from its limits (limit_grants.py), so
