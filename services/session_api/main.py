@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import secrets
 import sys
 from contextlib import asynccontextmanager
@@ -76,7 +77,21 @@ def uvicorn_options(settings: SessionApiSettings) -> dict:
     keep-alive, a header deadline, optionally how many at once)."""
     return {"http": with_header_deadline(settings.http_header_timeout_s),
             "timeout_keep_alive": settings.http_keep_alive_s,
-            "limit_concurrency": settings.max_connections or None}
+            "limit_concurrency": connection_limit(settings.max_connections)}
+
+
+FDS_KEPT_S = 256  # descriptors left for NATS, the database, logs and the process itself
+MIN_CONNECTIONS = 64
+
+
+def connection_limit(max_connections: int | None) -> int | None:
+    """MAX_CONNECTIONS if set (0: no limit); else the open-file soft limit less FDS_KEPT_S."""
+    if max_connections is not None:
+        return max_connections or None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max(MIN_CONNECTIONS, soft - FDS_KEPT_S)
 
 
 def run() -> int:

@@ -53,7 +53,9 @@ class SessionApiSettings(MeshSettings):
     http_header_timeout_s: float = Field(default=10.0, gt=0)  # connection open -> headers complete
     http_body_timeout_s: float = Field(default=30.0, gt=0)  # headers complete -> body complete
     http_keep_alive_s: float = Field(default=5.0, gt=0)  # an idle connection closes after this
-    max_connections: int = Field(default=0, ge=0)  # uvicorn limit_concurrency (503 beyond it); 0: none
+    # uvicorn limit_concurrency (503 beyond it); unset: what the open-file limit leaves room for
+    # (connection_limit in main.py), so a flood gets 503s rather than accept() failing; 0: none
+    max_connections: int | None = Field(default=None, ge=0)
     # SIGTERM: open streams finish for up to this long; uvicorn takes no new connection meanwhile
     shutdown_drain_s: float = Field(default=30.0, ge=0)
     # one structured line per HTTP request (access_log.py); probes and scrapes log at debug level
