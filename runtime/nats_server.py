@@ -52,12 +52,15 @@ class NatsServer:
     port: int = 0  # 0: pick a free one
     log_path: Path | None = None  # default: store_dir/nats.log
     engine_ids: tuple[str, ...] = ()  # the engines that get a user (those already in the store keep theirs)
+    # TLS (certificate and key files in PEM): clients must then connect with tls:// (docs/security.md)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     process: subprocess.Popen | None = field(default=None, init=False)
     credentials: NatsCredentials | None = field(default=None, init=False)
 
     @property
     def address(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        return f"{'tls' if self.tls_cert else 'nats'}://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -93,7 +96,7 @@ class NatsServer:
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 [str(nats_server_binary()), "-c", str(config), "-a", self.host, "-p", str(self.port), "-js",
-                 "-sd", str(self.store_dir), "-n", f"autellix-{self.port}"],
+                 "-sd", str(self.store_dir), "-n", f"autellix-{self.port}", *self._tls_flags()],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal goes to the supervisor, which stops us in order
                 preexec_fn=die_with_parent,
@@ -104,6 +107,11 @@ class NatsServer:
             self.stop()
             raise RuntimeError(f"nats-server did not start; see {log_path}") from None
         return self
+
+    def _tls_flags(self) -> list[str]:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both tls_cert and tls_key")
+        return ["--tls", "--tlscert", str(self.tls_cert), "--tlskey", str(self.tls_key)] if self.tls_cert else []
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM (lame-duck-free shutdown; JetStream flushes), then SIGKILL if it lingers."""
