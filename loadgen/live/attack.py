@@ -5,8 +5,9 @@
 
 1. Charging: the same work (N sequential calls of the same size) sent honestly (one session, one
    thread) and by an attacker's strategies: a fresh parentless `X-Thread-Id` per call, a fresh
-   session per call, no session at all, and odd ids (over-long), each strategy as a tenant of its
-   own. For each, two charges as ratios of the honest client's: the program's (`attained_service_s`
+   session per call, no session at all, odd ids (over-long), and hint abuse (a new tool declared
+   on every call with the longest pause, to hoard KV and flood the tool table), each strategy as a
+   tenant of its own. For each, two charges as ratios of the honest client's: the program's (`attained_service_s`
    of the session its calls ran in, which orders its next call among the tenant's programs) and
    the tenant's (the engine time the engines counted for the tenant, read from their queue
    snapshots: what orders its calls against other tenants' under the tenant fair share).
@@ -39,7 +40,9 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.stats import percentile
 
-STRATEGIES = ("honest", "forged_threads", "session_per_call", "sessionless", "odd_ids")
+STRATEGIES = ("honest", "forged_threads", "session_per_call", "sessionless", "odd_ids", "hint_abuse")
+# the harm phases: the heavy tenant behaving, then each strategy that could hurt another tenant
+HARM_STRATEGIES = ("honest", "session_per_call", "sessionless", "forged_threads", "hint_abuse")
 MODEL = "autellix-lite"
 
 
@@ -65,6 +68,10 @@ def _headers(key: str, strategy: str, session: str, i: int) -> tuple[dict[str, s
             return h | {"X-Session-Id": fresh}, fresh
         case "sessionless":
             return h, None
+        case "hint_abuse":  # a new tool class on every call, each declaring the longest pause: KV kept
+            # for the session as long as the clamp allows, and the tool table flooded with classes
+            return h | {"X-Session-Id": session, "X-Next-Tool": f"tool-{uuid.uuid4().hex[:12]}",
+                        "X-Next-Tool-Idle-S": "1e12"}, session
         case "odd_ids":
             odd = "x" * (300 if i % 2 else 10_000)  # (a NUL cannot ride in an HTTP header at all)
             return h | {"X-Session-Id": session, "X-Thread-Id": odd}, session
@@ -201,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heavy-programs", type=int, default=6)
     ap.add_argument("--light-every-s", type=float, default=1.5)
     ap.add_argument("--no-fair-share", action="store_true", help="run with TENANT_FAIR_SHARE=false (the baseline)")
+    ap.add_argument("--kv-policy", choices=("prefix-lru", "workflow"), default="prefix-lru",
+                    help="ENGINE_KV_POLICY: workflow keeps a session's KV for its declared tool pause "
+                         "(what hint_abuse tries to hoard)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     keys = {"heavy": f"sk-heavy-{secrets.token_hex(8)}", "light": f"sk-light-{secrets.token_hex(8)}"}
@@ -209,13 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     api_keys = [*keys.items(), *charging_keys.values()]
     stack = start_stack(args.policy, 1, free_port(), max_num_seqs=args.max_num_seqs,
                         extra_env={"AUTELLIX_API_KEYS": ",".join(f"{t}:{k}" for t, k in api_keys),
+                                   "ENGINE_KV_POLICY": args.kv_policy,
                                    **({"TENANT_FAIR_SHARE": "false"} if args.no_fair_share else {})})
     try:
         charging = asyncio.run(measure_charging_on(stack.url, stack.nats_url,
                                                    charging_keys, args.calls, args.max_tokens))
         harm = []
         if args.harm_s > 0:
-            for strategy in ("honest", "session_per_call", "sessionless", "forged_threads"):
+            for strategy in HARM_STRATEGIES:
                 harm.append(asyncio.run(measure_harm(stack.url, keys, strategy, args.harm_s, args.heavy_programs,
                                                      args.light_every_s)))
     finally:
@@ -225,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         h["light_latency_vs_behaving"] = (h["light_mean_latency_s"] / behaving
                                           if behaving and h["light_mean_latency_s"] else None)
     result = {"policy": args.policy, "tenant_fair_share": not args.no_fair_share,
-              "engine": {"backend": "lite", "max_num_seqs": args.max_num_seqs},
+              "engine": {"backend": "lite", "max_num_seqs": args.max_num_seqs, "kv_policy": args.kv_policy},
               "charged_program_calls": args.calls, "max_tokens": args.max_tokens,
               "charging": charging, "harm": harm,
               "command": "python -m loadgen.live.attack " + " ".join(sys.argv[1:] if argv is None else argv)}

@@ -1,5 +1,6 @@
 """The attack scenario at small scale on the serving stack: fresh parentless thread ids are charged
-like an honest client's single thread, odd ids are refused before any work, and a session per call
+like an honest client's single thread, odd ids are refused before any work, abused tool hints are
+clamped and change no charge, and a session per call
 or no session at all resets the program's charge but not the tenant's."""
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ async def test_forged_threads_are_charged_like_an_honest_client(stack):
     assert out["forged_threads"]["charged_vs_honest"] == pytest.approx(1.0, rel=0.05)
     assert out["odd_ids"]["served"] == 0 and set(out["odd_ids"]["refused"]) == {400}
     assert out["session_per_call"]["sessions"] == 3
+    # a new tool on every call, each with an absurd pause: served (the pause clamped), charged the same
+    assert out["hint_abuse"]["served"] == 3
+    assert out["hint_abuse"]["charged_vs_honest"] == pytest.approx(1.0, rel=0.05)
     assert out["session_per_call"]["total_charged_s"] == pytest.approx(out["honest"]["total_charged_s"], rel=0.05)
 
 
