@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import os
 import sys
 import time
-from pathlib import Path
 
+from loadgen.results_json import write_json
 from loadgen.workloads.registry import WORKLOADS
 
 
@@ -68,9 +67,7 @@ def run(args: argparse.Namespace) -> int:
     result = asyncio.run(run_live(config, progress))
     result["command"] = "autellix " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["loadgen"] else None
     result["wall_s"] = round(time.perf_counter() - t0, 2)
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    write_json(args.json_path, result)
     for point in result["policies"][args.policy_label]["points"]:
         print(format_point(args.policy_label, point))
     return 0

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
+from loadgen.results_json import write_json
 from loadgen.sim.arrivals import ARRIVAL_REGIMES, parse_regime
 from loadgen.sim.cli_modes import refuse_foreign_options
 from loadgen.sim.engines import (
@@ -192,9 +192,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_experiment(config, progress)
     result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
     result["git_commit"] = commit
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
+    write_json(args.json_path, result)
     if args.plot_path:
         from loadgen.sim.plot import plot_result
 
@@ -218,13 +216,3 @@ def _git_commit() -> str | None:
         return None
     return head + ("+dirty" if dirty else "")
 
-
-def _finite(o: object) -> object:
-    """JSON has no NaN or infinity: write null."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_finite(v) for v in o]
-    return o

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from loadgen.bench.spread import ratio, summarize_runs
-from loadgen.live.real_servers import write_json
+from loadgen.results_json import write_json
 from shared.stats import percentile
 
 SIDES = {"ask_each_call": 0, "grants_ahead": None}  # None: the setting's default

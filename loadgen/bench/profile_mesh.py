@@ -30,7 +30,8 @@ from pathlib import Path
 import psutil
 
 from loadgen.bench.cpu import SERVICES, stack_role
-from loadgen.live.real_servers import installed_binary, write_json
+from loadgen.live.real_servers import installed_binary
+from loadgen.results_json import write_json
 
 TOP = 25
 

@@ -32,6 +32,7 @@ from loadgen.live.lean_http import LeanHttpPool
 from loadgen.live.mesh_bench import CHAT_BODY
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
+from loadgen.results_json import write_json
 
 # (API workers, routers, tenant limits shared): the grid, then two without the shared limits (their cost)
 CONFIGS = (*((workers, routers, True) for routers in (1, 2) for workers in (1, 2, 4)), (1, 1, False), (2, 1, False))
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(Path(args.table_from).read_text())
         result["summary"] = _summarize(result["runs"])
         if args.json_path:
-            Path(args.json_path).write_text(json.dumps(result, indent=1) + "\n")
+            write_json(args.json_path, result)
         print(markdown_table(result))
         return 0
     if args.seconds <= 0 or args.concurrency < 1 or args.repeats < 1:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from loadgen.results_json import write_json
+
 TERMS = ("overhead_s", "s_per_token", "s_per_ctx_token", "s_per_pair")
 
 
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:8s} n={r['steps']:4d} median {r['median_abs_rel_err']:.3f} p90 {r['p90_abs_rel_err']:.3f} "
               f"max {r['max_abs_rel_err']:.3f} bias {r['total_time_bias']:+.3f}")
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(out, indent=1) + "\n")
+        write_json(args.json_path, out)
     if args.plot_path:
         _plot(coef, steps, args.plot_path)
     return 0

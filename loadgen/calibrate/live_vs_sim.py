@@ -29,8 +29,8 @@ from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate
 from loadgen.calibrate.summary import program_summary
 from loadgen.live.regime import RegimeSampler
-from loadgen.live.report import finite
 from loadgen.live.run import LiveRunConfig, programs_for
+from loadgen.results_json import finite, write_json
 from loadgen.workloads.registry import WORKLOADS
 from shared.core.policy import parse_policy
 from shared.engine.cost_model import CostModel, get_preset
@@ -178,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(LIVE_POLICIES)}")
     args.also_presets = [x.strip() for x in args.also_presets.split(",") if x.strip()]
     result = asyncio.run(run(args))
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    write_json(args.json_path, result)
     if args.plot_path:
         from loadgen.calibrate.plot import plot_live_vs_sim
 

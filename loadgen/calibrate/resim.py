@@ -15,8 +15,8 @@ from pathlib import Path
 from loadgen.calibrate.live_vs_sim import compare, print_table
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate
-from loadgen.live.report import finite
 from loadgen.live.run import LiveRunConfig, programs_for
+from loadgen.results_json import finite, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                      "resimulated_from": args.live_json,
                      "resim_command": "python -m loadgen.calibrate.resim " + " ".join(sys.argv[1:])})
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+        write_json(args.json_path, result)
     print_table(result)
     return 0
 

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import httpx
 
-from loadgen.live.real_servers import free_port, write_json
+from loadgen.live.real_servers import free_port
 from loadgen.live.stack_process import start_stack
+from loadgen.results_json import write_json
 from shared.bus import Bus, Incoming
 from shared.protocol import messages as m
 from shared.protocol import subjects

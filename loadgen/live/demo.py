@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 from loadgen.live.regime import RegimeSampler
-from loadgen.live.report import finite
 from loadgen.live.run import LiveRunConfig, programs_for, run_live
 from loadgen.live.sim_twin import simulate_point
 from loadgen.live.stack_process import start_stack
+from loadgen.results_json import finite
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loadgen.live.real_servers import write_json
+from loadgen.results_json import write_json
 from services.session_api.model_tokenizer import ModelTokenizers, token_segments
 from services.session_api.schemas import ChatCompletionRequest
 from shared.engine.tiny_model import make_tiny_model

@@ -30,7 +30,8 @@ from loadgen.bench import servers
 from loadgen.bench.cpu import cpu_s, load_average, stack_role
 from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.peer_bench import Client
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop, wait_ready, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop, wait_ready
+from loadgen.results_json import write_json
 from shared.stats import percentile
 
 SIDES = ("direct", "base", "new")

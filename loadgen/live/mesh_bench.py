@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from loadgen.live.lean_http import LeanHttpPool
 from loadgen.live.mesh_bench_args import add_arguments
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
+from loadgen.results_json import finite
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -321,14 +321,6 @@ async def _answer_bytes(url: str, api_key: str) -> bytes:
     return data
 
 
-def _finite(value):
-    """JSON has no NaN: a figure that could not be computed is null."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.live.mesh_bench", description=__doc__.splitlines()[0])
@@ -336,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     result = asyncio.run(run_bench(args.calls, args.seconds, args.concurrency, args.port, args.client,
                                    args.repeats, args.js_messages, not args.no_two_routers))
-    return report(_finite(result), args.json_path, "autellix bench mesh", argv)
+    return report(finite(result), args.json_path, "autellix bench mesh", argv)
 
 
 if __name__ == "__main__":

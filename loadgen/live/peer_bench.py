@@ -32,7 +32,8 @@ from loadgen.bench import servers
 from loadgen.bench.cpu import CpuWindow, load_average, stack_role
 from loadgen.bench.spread import ratio, summarize_runs
 from loadgen.live.lean_http import LeanHttpPool
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, installed_binary, stop, wait_ready, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, installed_binary, stop, wait_ready
+from loadgen.results_json import write_json
 from shared.stats import percentile
 
 SIDES = ("direct", "vllm_router", "mesh")

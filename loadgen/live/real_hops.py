@@ -39,7 +39,8 @@ import httpx
 import psutil
 
 from loadgen.live.real_overhead import _round, _summary, start_servers
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop
+from loadgen.results_json import write_json
 from shared.stats import percentile
 
 MARKS = REPO_ROOT / "loadgen" / "live" / "hop_marks"

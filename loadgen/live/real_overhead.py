@@ -27,7 +27,8 @@ from pathlib import Path
 
 import httpx
 
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready
+from loadgen.results_json import write_json
 from shared.stats import percentile
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from loadgen.results_json import write_json
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "sk-bench-0123456789"
 
@@ -55,12 +57,6 @@ def stop(proc: subprocess.Popen | None) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
 
-
-def write_json(path: Path | str | None, result: dict) -> None:
-    if path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
 
 
 def report(result: dict, path: Path | str | None, prog: str, argv: list[str] | None) -> int:

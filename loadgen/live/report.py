@@ -91,13 +91,3 @@ def live_result(workload: str, seed: int, policy_label: str, points: list[dict],
         **extra,
     }
 
-
-def finite(o: object) -> object:
-    """JSON has no NaN or infinity: write null."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [finite(v) for v in o]
-    return o

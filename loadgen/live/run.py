@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from loadgen.live.driver import LiveDriver, LiveProgress
-from loadgen.live.report import finite, live_result, point_summary
+from loadgen.live.report import live_result, point_summary
+from loadgen.results_json import finite
 from loadgen.workloads.arrivals import poisson_arrivals
 from loadgen.workloads.registry import make_programs
 from loadgen.workloads.spec import ProgramSpec

@@ -33,8 +33,9 @@ from pathlib import Path
 import httpx
 
 from loadgen.live.driver import LiveDriver
-from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready, write_json
+from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready
 from loadgen.live.run import LiveRunConfig, programs_for
+from loadgen.results_json import write_json
 
 
 def _env(policy: str) -> dict:

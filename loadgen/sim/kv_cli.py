@@ -8,11 +8,11 @@ policies and fairness modes on the same programs and arrivals (see `kv_experimen
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
+from loadgen.results_json import write_json
 from loadgen.sim.kv_experiments import (
     AFFINITY,
     FAIRNESS_MODES,
@@ -143,9 +143,7 @@ def run_kv(args: argparse.Namespace) -> int:
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = run_kv_experiment(config, progress)
     result["command"] = "autellix sim " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["sim"] else None
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
+    write_json(args.json_path, result)
     if args.plot_path:
         from loadgen.sim.kv_plot import plot_kv_result
 
@@ -173,12 +171,3 @@ def run_kv(args: argparse.Namespace) -> int:
     print(f"wall {result['wall_s']:.1f} s")
     return 0
 
-
-def _finite(o: object) -> object:
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_finite(v) for v in o]
-    return o
