@@ -159,7 +159,6 @@ class Gateway:
                            session_id: str | None = None) -> tuple[SessionView, bool]:
         """(the session, whether this request created it). Without an id one is issued; a client's
         id opens its session, or finds it open (409 when it has ended); an issued id must exist."""
-        self.session_ops.admit(tenant)
         if session_id is None:
             session_id = new_issued_id()
         else:
@@ -193,11 +192,9 @@ class Gateway:
         return await self.session_lookups.lookup(f"{tenant}\0{program_id}", fetch, cached_ok)
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
-        self.session_ops.admit(tenant)
         return _view(await self.session_info(tenant, session_id), session_id)
 
     async def close_session(self, tenant: str, session_id: str) -> SessionView:
-        self.session_ops.admit(tenant)
         await self.session_info(tenant, session_id)  # 404 for unknown or foreign ids first
         program_id = program_id_for(tenant, session_id)
         await self._session_request(subjects.session_close(), m.CloseSession(session_id=program_id, tenant=tenant),

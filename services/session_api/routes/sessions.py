@@ -5,6 +5,7 @@ when this request opened it, 200 with the session as it is when it was open alre
 workload class given are then ignored), 409 `session_ended` when it has ended. Ids are checked as
 everywhere (`session_ids.checked`): a bad one is a 400 naming `id` or `session_id`. A client's id
 may hold `/` (the path converter takes the rest of the path); `?`, `#` and `%` travel percent-encoded.
+Each operation takes a token of its tenant's session-operation rate (session_ops_limit.py; 429 past it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from services.session_api.schemas import ErrorResponse, SessionCreate, SessionVi
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
-_ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+_ERRORS = {401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
+           429: {"model": ErrorResponse}}
 _OPENED_LINKS = {"links": openapi_links.from_opened_view()}  # read, close, call in it
 
 
@@ -27,6 +29,7 @@ _OPENED_LINKS = {"links": openapi_links.from_opened_view()}  # read, close, call
                         400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Response,
                        body: SessionCreate | None = Body(default=None)) -> SessionView:
+    gateway.session_ops.admit(tenant.name)
     body = body or SessionCreate()
     view, created = await gateway.open_session(tenant.name, body.name, body.workload_class, body.id)
     if not created:
@@ -37,6 +40,7 @@ async def open_session(tenant: CurrentTenant, gateway: GatewayDep, response: Res
 @router.get("/{session_id:path}", response_model=SessionView,
             responses={**_ERRORS, 200: {"links": openapi_links.from_session_view()}, 400: {"model": ErrorResponse}})
 async def read_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
+    gateway.session_ops.admit(tenant.name)
     return await gateway.lookup_session(tenant.name, session_id)
 
 
@@ -44,4 +48,5 @@ async def read_session(session_id: str, tenant: CurrentTenant, gateway: GatewayD
                responses={**_ERRORS, 200: {"links": openapi_links.read_view()},
                           400: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
 async def close_session(session_id: str, tenant: CurrentTenant, gateway: GatewayDep) -> SessionView:
+    gateway.session_ops.admit(tenant.name)
     return await gateway.close_session(tenant.name, session_id)
