@@ -79,7 +79,7 @@ def install_error_handlers(app: FastAPI) -> None:
         else:
             message = f"{param or 'body'}: {first.get('msg', 'invalid value')}"
             code = "invalid_value"
-        return JSONResponse(error_body(message, "invalid_request_error", code, param), 422)
+        return JSONResponse(error_body(message, "invalid_request_error", code, param), 400)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # a bug: still in the API's format
@@ -90,6 +90,6 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == _FASTAPI_UNPARSABLE_BODY:  # an optional body that is not JSON
             return JSONResponse(error_body("request body is not valid JSON", "invalid_request_error",
-                                           "invalid_json"), 422)
+                                           "invalid_json"), 400)
         return JSONResponse(error_body(str(exc.detail), _status_type(exc.status_code)), exc.status_code,
                             headers=getattr(exc, "headers", None))

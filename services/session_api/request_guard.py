@@ -10,7 +10,7 @@ In this order, each refusal an OpenAI-format error (`errors.api_error_response`)
 4. a JSON body (`Content-Type: application/json`) must be UTF-8 (400 `invalid_utf8`), hold no
    lone surrogate (400 `invalid_unicode`: it could never be encoded again) and nest at most
    `MAX_JSON_DEPTH` arrays and objects (400 `json_too_deep`). JSON that does not parse at all
-   goes on to the routes, which answer it as before (422 `invalid_json`).
+   goes on to the routes, which answer it as before (400 `invalid_json`).
 The parsed body rides along in the scope (`PARSED_JSON`), so the completion fast path does not
 parse it twice; the app then sees the body as one message.
 """
@@ -168,7 +168,7 @@ class RequestGuard:
         except RecursionError:
             raise self._too_deep() from None
         except ValueError:
-            return None  # not JSON: the routes answer it (422 invalid_json)
+            return None  # not JSON: the routes answer it (400 invalid_json)
         # bracket counts first (fast, in C): only a body that could nest too deep is walked
         if body.count(b"[") + body.count(b"{") > self.max_json_depth and _json_depth_over(parsed, self.max_json_depth):
             raise self._too_deep()

@@ -51,13 +51,13 @@ async def test_requests_the_fast_path_leaves_to_fastapi(stack):
         legacy_invalid = await http.post("/v1/completions", json={"model": MODEL, "prompt": []})
     assert no_key.status_code == 401 and bad_key.status_code == 401
     assert bad_key.json()["error"]["code"] == "invalid_api_key" and bad_key.headers["www-authenticate"] == "Bearer"
-    assert bad_json.status_code == 422 and bad_json.json()["error"]["code"] == "invalid_json"
+    assert bad_json.status_code == 400 and bad_json.json()["error"]["code"] == "invalid_json"
     # n > 1 is valid OpenAI, but a simulated engine writes one choice: refused by name
     assert invalid.status_code == 400 and invalid.json()["error"]["param"] == "n"
     assert invalid.json()["error"]["code"] == "unsupported_parameter"
     for resp in (text_plain, no_type):  # FastAPI parses only a JSON content type
-        assert resp.status_code == 422 and resp.json()["error"]["type"] == "invalid_request_error"
-    assert legacy_invalid.status_code == 422 and legacy_invalid.json()["error"]["param"] == "prompt"
+        assert resp.status_code == 400 and resp.json()["error"]["type"] == "invalid_request_error"
+    assert legacy_invalid.status_code == 400 and legacy_invalid.json()["error"]["param"] == "prompt"
 
 
 async def test_errors_raised_on_the_fast_path(stack):
