@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 
-from shared.core.tenant_share import MAX_TENANTS, OVER_ENTITLED_CLASS
+from shared.core.tenant_share import MAX_TENANT_CLASS, MAX_TENANTS
 from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol.ids import DEFAULT_TENANT_ID, id_problem
@@ -60,8 +60,8 @@ class EngineTenantShare:
         for tenant, value in classes.items():
             if id_problem(tenant) is not None:
                 raise ValueError(f"tenant id {tenant[:40]!r} {id_problem(tenant)}")
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= OVER_ENTITLED_CLASS:
-                raise ValueError(f"tenant {tenant!r}: class {value!r} is not an int in [0, {OVER_ENTITLED_CLASS}]")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TENANT_CLASS:
+                raise ValueError(f"tenant {tenant!r}: class {value!r} is not an int in [0, {MAX_TENANT_CLASS}]")
         valid_for = shares.valid_for_s
         if isinstance(valid_for, bool) or not isinstance(valid_for, int | float) or not 0 < valid_for <= 3600:
             raise ValueError(f"valid_for_s {valid_for!r} is not a number in (0, 3600]")

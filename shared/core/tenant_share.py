@@ -3,8 +3,10 @@
 A tenant's charge is the engine time of its completed calls, whatever sessions, threads or
 sessionless calls they ran under, kept as one exponentially decayed counter per tenant. Among the
 tenants with recent service, a tenant whose share is above its weight's share (by the tolerance)
-is over-entitled: its calls take tenant class 1, behind every class-0 call; the others take
-class 0. So a fresh id, a session per call or no session at all resets a *program's* service but
+is over-entitled: its calls take a tenant class >= 1, behind every class-0 call; the others take
+class 0. Over-entitled tenants are ranked among themselves by how far over they are, in doublings:
+a share up to twice the entitled one is class 1, up to four times class 2, and so on (at most
+MAX_TENANT_CLASS), so of two heavy tenants the heavier goes last, and near-equals share a class. So a fresh id, a session per call or no session at all resets a *program's* service but
 never its tenant's charge, and a heavy tenant's calls cannot jump ahead of a light tenant's.
 
 Only the order changes: a tenant alone on the engines still gets all of them (work-conserving),
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 
 from shared.core.fairness import decayed_service_s, is_over_entitled, service_shares
 
-OVER_ENTITLED_CLASS = 1  # tenant class of an over-entitled tenant's calls (0: every other tenant)
+OVER_ENTITLED_CLASS = 1  # the first class of over-entitled tenants (0: every other tenant)
+MAX_TENANT_CLASS = 16  # a share 2**15 times the entitled one and beyond
 MAX_TENANTS = 10_000  # tenants tracked, and named in one message, at most
 
 
@@ -88,8 +91,13 @@ def tenant_classes(recent_service_s: Mapping[str, float], cfg: TenantShareConfig
     """Tenant class per over-entitled tenant among those with recent service (pure)."""
     active = sorted(t for t, s in recent_service_s.items() if s > 0)
     shares = service_shares(active, cfg.weight_of, recent_service_s)
-    return {t: OVER_ENTITLED_CLASS for t, (share, entitled) in shares.items()
+    return {t: over_entitled_class(share / entitled) for t, (share, entitled) in shares.items()
             if is_over_entitled(share, entitled, cfg.tolerance)}
+
+
+def over_entitled_class(ratio: float) -> int:
+    """The class of a tenant whose share is `ratio` (> 1) times its entitled one."""
+    return min(OVER_ENTITLED_CLASS + int(math.floor(math.log2(max(ratio, 1.0)))), MAX_TENANT_CLASS)
 
 
 def parse_tenant_weights(raw: str) -> dict[str, float]:

@@ -8,7 +8,7 @@ import pytest
 
 from services.controller.tenant_view import TenantView
 from services.engine_agent.tenant_share import EngineTenantShare
-from shared.core.tenant_share import OVER_ENTITLED_CLASS, TenantShareConfig
+from shared.core.tenant_share import MAX_TENANT_CLASS, OVER_ENTITLED_CLASS, TenantShareConfig
 from shared.protocol import messages as m
 
 
@@ -46,7 +46,7 @@ def test_an_engine_applies_valid_classes_refuses_malformed_ones_and_lets_stale_o
     assert share.on_shares(m.TenantShares(classes={"heavy": 1}, valid_for_s=2.0), now_s=0.0) == {"heavy": 1}
     assert share.on_shares(m.TenantShares(classes={"heavy": 1}, valid_for_s=2.0), now_s=1.0) is None  # unchanged
     assert share.class_of("heavy") == 1 and share.class_of("light") == 0
-    for bad in ({"heavy": 2}, {"heavy": -1}, {"": 1}, {"heavy": True}):
+    for bad in ({"heavy": MAX_TENANT_CLASS + 1}, {"heavy": -1}, {"": 1}, {"heavy": True}):
         with pytest.raises(ValueError):
             share.on_shares(m.TenantShares(classes=bad, valid_for_s=2.0), now_s=1.0)
     with pytest.raises(ValueError, match="valid_for_s"):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from shared.core.policy import SchedulingPolicy
 from shared.core.service_class import TENANT_RANK_SPAN, outer_class
 from shared.core.tenant_share import (
+    MAX_TENANT_CLASS,
     OVER_ENTITLED_CLASS,
     TenantServiceLedger,
     TenantShareConfig,
@@ -28,7 +29,12 @@ def test_some_active_tenant_is_never_behind_and_idle_tenants_are_never_listed(re
     classes = tenant_classes(recent, TenantShareConfig(weights=weights))
     active = {t for t, s in recent.items() if s > 0}
     assert set(classes) <= active
-    assert set(classes.values()) <= {OVER_ENTITLED_CLASS}
+    assert all(OVER_ENTITLED_CLASS <= c <= MAX_TENANT_CLASS for c in classes.values())
+    shares = {t: recent[t] / TenantShareConfig(weights=weights).weight_of(t) for t in classes}
+    for a in classes:  # further over its entitlement: never an earlier class
+        for b in classes:
+            if shares[a] > shares[b]:
+                assert classes[a] >= classes[b]
     if active:
         assert active - set(classes), "shares sum to 1: someone is within its entitlement"
 
@@ -40,6 +46,13 @@ def test_the_heavier_of_two_equal_tenants_goes_behind_and_a_tie_keeps_both_ahead
     assert tenant_classes({"alone": 9.0}, cfg) == {}
     weighted = TenantShareConfig(weights={"big": 3.0})
     assert tenant_classes({"big": 3.0, "small": 1.0}, weighted) == {}  # exactly its 75% share
+
+
+def test_of_two_heavy_tenants_the_heavier_goes_last_and_near_equals_share_a_class():
+    cfg = TenantShareConfig(tolerance=0.05)
+    # entitled 1/4 each: shares 0.56 (2.2x), 0.375 (1.5x), light ones below theirs
+    assert tenant_classes({"heavier": 30.0, "heavy": 20.0, "l1": 2.0, "l2": 1.5}, cfg) == {"heavier": 2, "heavy": 1}
+    assert tenant_classes({"a": 10.0, "b": 11.0, "l1": 1.0, "l2": 1.0, "l3": 1.0, "l4": 1.0}, cfg) == {"a": 2, "b": 2}
 
 
 @settings(max_examples=100, deadline=None)
