@@ -170,5 +170,5 @@ class TopView:
             tenants.add_row(name, f"{t['programs']:.0f}", f"{t['running']:.0f}", f"{t['service_s']:.2f}",
                             f"{t['wait_s']:.2f}", f"{t['wait_s'] / total:.0%}" if total else "-",
                             f"{recent[name]:.2f}" if name in recent else "-",
-                            "behind" if behind.get(name) else ("fair" if self.shares is not None else "-"))
+                            f"behind ({behind[name]})" if behind.get(name) else ("fair" if self.shares is not None else "-"))
         return Group(engines, tenants, programs)
