@@ -99,6 +99,8 @@ class ResendingPublisher:
         now = time.monotonic()
         for msg_id, entry in list(self._pending.items()):
             future = entry.future
+            if future is not None and future.done() and not future.cancelled() and future.exception() is None:
+                continue  # acked: its callback, already scheduled, takes it out
             overdue = now - entry.last_sent >= self.ack_wait_s
             failed = future is None or (future.done() and (future.cancelled() or future.exception() is not None))
             if not (overdue or failed):
