@@ -63,8 +63,10 @@ def _agent_settings(nats_url: str, engine_id: str, policy: str, max_num_seqs: in
 
 
 async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, policy: str = "atlas",
-                      max_num_seqs: int | None = None, controller: ControllerSettings | None = None) -> Stack:
-    """`controller`: also run the controller (promotions, tenant fair share) with these settings."""
+                      max_num_seqs: int | None = None, controller: ControllerSettings | None = None,
+                      table: dict | None = None) -> Stack:
+    """`controller`: also run the controller (promotions, tenant fair share) with these settings;
+    `table`: process-table settings besides the stack's own (its limits, say)."""
     prefix = uuid.uuid4().hex[:6]
     engine_ids = [f"t{prefix}e{i}" for i in range(num_engines)]
     api_port = free_port()
@@ -73,7 +75,8 @@ async def start_stack(nats_url: str, database_url: str, num_engines: int = 2, po
     try:
         pt_stop = asyncio.Event()
         pt_task = asyncio.create_task(serve_process_table(
-            ProcessTableSettings(nats_url=nats_url, database_url=database_url, scheduling_policy=policy), pt_stop))
+            ProcessTableSettings(nats_url=nats_url, database_url=database_url, scheduling_policy=policy,
+                                 **(table or {})), pt_stop))
 
         async def stop_pt() -> None:
             pt_stop.set()

@@ -1,5 +1,6 @@
 """Session operations are rate-limited per tenant (429 with Retry-After in the OpenAI format), on the
-core's token bucket; a tenant over its rate does not slow another; 0 turns the limit off."""
+core's token bucket; a tenant over its rate does not slow another; 0 turns the limit off. A tenant
+past its open sessions (the process table's cap) gets a 429 `too_many_sessions` through the API."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import uuid
 
 import pytest
 
+from runtime.nats_server import NatsServer
 from services.session_api.errors import ApiError
 from services.session_api.session_ops_limit import SessionOpsLimiter
 from tests.serving.api_replica import api_replica
+from tests.serving.stack import start_stack
 from tests.serving.test_http_hardening import _error, _http
 
 
@@ -54,3 +57,27 @@ async def test_the_api_refuses_session_operations_past_the_rate(stack):
         assert "session operations" in error["message"] and int(refused.headers["Retry-After"]) >= 1
         async with _http(stack, base_url, tenant="globex") as other:  # a tenant of its own bucket
             assert (await other.post("/v1/sessions", json={})).status_code == 201
+
+
+async def test_a_tenant_past_its_open_sessions_gets_a_429_and_others_do_not(tmp_path, postgres_server,
+                                                                             _migrated_template):
+    # a stack of its own: the cap is the process table's (MAX_OPEN_SESSIONS_PER_TENANT)
+    nats = NatsServer(tmp_path / "nats").start()
+    own = await start_stack(nats.url, postgres_server.create_database(template=_migrated_template), num_engines=1,
+                            table={"max_open_sessions_per_tenant": 2})
+    try:
+        async with _http(own) as http, _http(own, tenant="globex") as other:
+            first = await http.post("/v1/sessions", json={})
+            assert first.status_code == 201 and (await http.post("/v1/sessions", json={})).status_code == 201
+            error = _error(await http.post("/v1/sessions", json={}), 429, "too_many_sessions")
+            assert error["type"] == "rate_limit_error"
+            refused = await http.post("/v1/chat/completions", json={  # a client id's first use opens one too
+                "model": "autellix-lite", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+                headers={"X-Session-Id": f"mine-{uuid.uuid4()}"})
+            _error(refused, 429, "too_many_sessions")
+            assert (await other.post("/v1/sessions", json={})).status_code == 201  # another tenant's own count
+            assert (await http.delete(f"/v1/sessions/{first.json()['id']}")).status_code == 200
+            assert (await http.post("/v1/sessions", json={})).status_code == 201  # a closed one frees its place
+    finally:
+        await own.stop()
+        nats.stop()
