@@ -89,7 +89,8 @@ class EngineQueueSnapshot:
 @_wire
 class TenantShares:
     """Event (core NATS, periodic; controller -> engines): the tenants whose calls go behind the
-    others' (class 1; a tenant not listed is class 0), and each active tenant's decayed service."""
+    others' (classes 1-16, the higher the further behind; a tenant not listed is class 0), and each
+    active tenant's decayed service."""
     TYPE: ClassVar[str]
     classes: dict[str, int] = field(default_factory=dict)
     service_s: dict[str, float] = field(default_factory=dict)
