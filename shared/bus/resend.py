@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from prometheus_client import Counter, Gauge
+
 from shared.logging import get_logger
 from shared.lru import LRU
 
@@ -29,6 +31,13 @@ SWEEP_S = 0.5
 GIVE_UP_S = 60.0
 MAX_PENDING = 20_000
 STALL_S = 0.01  # at most this long for one of the client's 4,000 slots of unacked publishes
+
+# in every process that sends such events (the router's placements, the process table's sessions)
+RESENT = Counter("autellix_audit_events_resent", "Audit events sent again: no ack within the wait, or refused")
+DROPPED = Counter("autellix_audit_events_dropped", "Audit events given up on (never stored), by why", ["why"])
+for _why in ("deadline", "bound", "closed"):  # exported at 0 from the start: an alert needs a first sample
+    DROPPED.labels(_why)
+WAITING = Gauge("autellix_audit_events_waiting", "Audit events sent and not acked yet")
 
 
 @dataclass(slots=True)
@@ -66,7 +75,8 @@ class ResendingPublisher:
         now = time.monotonic()
         entry = _Pending(subject, data, {"Nats-Msg-Id": msg_id}, now, now)
         for _, oldest in self._pending.put(msg_id, entry):
-            self._drop(oldest, "too many events waiting for an ack")
+            self._drop(oldest, "bound", "too many events waiting for an ack")
+        WAITING.set(len(self._pending))
         await self._send(msg_id, entry)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep_forever(), name="resend-sweeper")
@@ -87,11 +97,14 @@ class ResendingPublisher:
         if self._pending.get(msg_id) is entry:
             self._pending.pop(msg_id)
             self.stored += 1
+            WAITING.set(len(self._pending))
 
-    def _drop(self, entry: _Pending, why: str) -> None:
+    def _drop(self, entry: _Pending, kind: str, why: str) -> None:
         if entry.future is not None and not entry.future.done():
             entry.future.cancel()
         self.dropped += 1
+        DROPPED.labels(kind).inc()
+        WAITING.set(len(self._pending))
         self.log.error("audit_event_dropped", subject=entry.subject, why=why, sends=entry.sends)
 
     async def sweep(self) -> None:
@@ -107,13 +120,14 @@ class ResendingPublisher:
                 continue
             if now - entry.first_sent >= self.give_up_s:
                 self._pending.pop(msg_id)
-                self._drop(entry, f"not stored within {self.give_up_s:g} s")
+                self._drop(entry, "deadline", f"not stored within {self.give_up_s:g} s")
                 continue
             if future is not None and not future.done():
                 future.cancel()  # frees the client's pending slot; its late ack no longer matters
             entry.last_sent = now
             entry.sends += 1
             self.resent += 1
+            RESENT.inc()
             await self._send(msg_id, entry)
 
     async def _sweep_forever(self) -> None:
@@ -135,5 +149,5 @@ class ResendingPublisher:
             self._sweeper = None
         for msg_id, entry in list(self._pending.items()):
             self._pending.pop(msg_id)
-            self._drop(entry, "publisher closed")
+            self._drop(entry, "closed", "publisher closed")
 

@@ -9,6 +9,7 @@ import asyncio
 import uuid
 
 from nats.js import api
+from prometheus_client import REGISTRY
 
 from shared.bus.resend import ResendingPublisher
 from shared.protocol import messages as m
@@ -48,10 +49,12 @@ async def test_an_event_sent_before_its_stream_answers_is_stored_once(make_bus) 
 
 async def test_an_event_never_stored_is_dropped_after_its_deadline(make_bus) -> None:
     bus = await make_bus("resend")
+    before = REGISTRY.get_sample_value("autellix_audit_events_dropped_total", {"why": "deadline"})
     publisher = ResendingPublisher(bus.js, ack_wait_s=0.1, give_up_s=0.6)
     await publisher.publish(f"resendtest.{uuid.uuid4().hex[:10]}", b"lost", msg_id="x:1")
     await eventually(_settled(publisher))
     assert (publisher.stored, publisher.dropped) == (0, 1)
+    assert REGISTRY.get_sample_value("autellix_audit_events_dropped_total", {"why": "deadline"}) == before + 1
     await publisher.drain(timeout_s=0.0)
 
 
