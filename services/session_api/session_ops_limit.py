@@ -20,6 +20,7 @@ MAX_TENANTS = 65_536  # buckets kept; the least recently used tenant's is forgot
 
 class SessionOpsLimiter:
     def __init__(self, rate_per_s: float, burst: int, clock=time.monotonic) -> None:
+        # only the rate applies: decide() is asked with nothing in flight, so max_in_flight never binds
         self.limits = Limits(max_in_flight=1, rate_per_s=rate_per_s, burst=burst)
         self.clock = clock
         self._buckets: LRU[str, TokenBucket] = LRU(MAX_TENANTS)
