@@ -74,24 +74,24 @@ def create_app(settings: SessionApiSettings, keys: KeyStore | None = None) -> Fa
 
 def uvicorn_options(settings: SessionApiSettings) -> dict:
     """How uvicorn serves the app: one write per small answer, and bounded connections (idle
-    keep-alive, a header deadline, optionally how many at once)."""
+    keep-alive, a header deadline, how many at once)."""
     return {"http": with_header_deadline(settings.http_header_timeout_s),
             "timeout_keep_alive": settings.http_keep_alive_s,
             "limit_concurrency": connection_limit(settings.max_connections)}
 
 
-FDS_KEPT_S = 256  # descriptors left for NATS, the database, logs and the process itself
+FDS_KEPT = 256  # descriptors left for NATS, the database, logs and the process itself
 MIN_CONNECTIONS = 64
 
 
 def connection_limit(max_connections: int | None) -> int | None:
-    """MAX_CONNECTIONS if set (0: no limit); else the open-file soft limit less FDS_KEPT_S."""
+    """MAX_CONNECTIONS if set (0: no limit); else the open-file soft limit less FDS_KEPT."""
     if max_connections is not None:
         return max_connections or None
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return None
-    return max(MIN_CONNECTIONS, soft - FDS_KEPT_S)
+    return max(MIN_CONNECTIONS, soft - FDS_KEPT)
 
 
 def run() -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import resource
 
-from services.session_api.main import FDS_KEPT_S, MIN_CONNECTIONS, connection_limit, uvicorn_options
+from services.session_api.main import FDS_KEPT, MIN_CONNECTIONS, connection_limit, uvicorn_options
 from services.session_api.settings import SessionApiSettings
 
 
 def test_the_default_follows_the_open_file_limit():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    expected = None if soft == resource.RLIM_INFINITY else max(MIN_CONNECTIONS, soft - FDS_KEPT_S)
+    expected = None if soft == resource.RLIM_INFINITY else max(MIN_CONNECTIONS, soft - FDS_KEPT)
     assert connection_limit(None) == expected
     assert uvicorn_options(SessionApiSettings())["limit_concurrency"] == expected
 
