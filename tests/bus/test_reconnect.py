@@ -70,45 +70,46 @@ async def test_reconnect_after_server_restart(tmp_path):
         server.stop()
 
 
-async def test_a_consumer_created_while_the_server_restarts_waits_for_it(tmp_path):
-    """A service starting just as NATS restarts: its consumer's creation gets no answer for a while
-    (JetStream takes seconds to start under load) and waits it out instead of failing the start."""
+async def _begun_while_the_server_restarts(tmp_path, service: str, begin, then=None):
+    """`begin(bus)` starts while NATS is down (after the streams exist): it must still be waiting
+    1.5 s later (several attempts unanswered), and finish once the server is back on its port;
+    `then(bus, result)` checks the outcome before the bus closes."""
     server = NatsServer(tmp_path / "store").start()
     port = server.port
-    bus = await Bus.connect(server.url, service="process_table", connect_timeout_s=2.0)
+    bus = await Bus.connect(server.url, service=service, connect_timeout_s=2.0)
     try:
         await bus.ensure_streams()
         server.stop()
-        consumer = pull.PullConsumer(bus, subjects.COMPLETIONS_STREAM, pull.durable_config(
-            "restart_probe", subjects.all_completions(), 5.0, 100), batch_size=10,
-            arrive=pull.decoding(bus, (m.CallCompleted,)))
-        starting = asyncio.create_task(consumer.start(unavailable_for_s=20.0))
-        await asyncio.sleep(1.5)  # several creation attempts go unanswered
+        starting = asyncio.create_task(begin(bus))
+        await asyncio.sleep(1.5)
         assert not starting.done()
         server = NatsServer(tmp_path / "store", port=port).start()
-        await asyncio.wait_for(starting, timeout=20.0)
-        assert (await consumer.info()).name == "restart_probe"
-        await consumer.stop()
+        result = await asyncio.wait_for(starting, timeout=20.0)
+        if then is not None:
+            await then(bus, result)
     finally:
         await bus.close()
         server.stop()
+
+
+async def test_a_consumer_created_while_the_server_restarts_waits_for_it(tmp_path):
+    """A service starting just as NATS restarts: its consumer's creation gets no answer for a while
+    (JetStream takes seconds to start under load) and waits it out instead of failing the start."""
+    async def begin(bus: Bus) -> pull.PullConsumer:
+        consumer = pull.PullConsumer(bus, subjects.COMPLETIONS_STREAM, pull.durable_config(
+            "restart_probe", subjects.all_completions(), 5.0, 100), batch_size=10,
+            arrive=pull.decoding(bus, (m.CallCompleted,)))
+        await consumer.start(unavailable_for_s=20.0)
+        return consumer
+
+    async def then(bus: Bus, consumer: pull.PullConsumer) -> None:
+        assert (await consumer.info()).name == "restart_probe"
+        await consumer.stop()
+    await _begun_while_the_server_restarts(tmp_path, "process_table", begin, then)
 
 
 async def test_streams_ensured_while_the_server_restarts_wait_for_it(tmp_path):
     """An engine agent restarted during a fault ensures the streams before it replays its outbox:
     the ensure waits out a JetStream that does not answer instead of killing the agent (which lost
     the completions the outbox held until the next start)."""
-    server = NatsServer(tmp_path / "store").start()
-    port = server.port
-    bus = await Bus.connect(server.url, service="engine_agent", connect_timeout_s=2.0)
-    try:
-        await bus.ensure_streams()
-        server.stop()
-        starting = asyncio.create_task(bus.ensure_streams())
-        await asyncio.sleep(1.5)  # unanswered
-        assert not starting.done()
-        server = NatsServer(tmp_path / "store", port=port).start()
-        await asyncio.wait_for(starting, timeout=20.0)
-    finally:
-        await bus.close()
-        server.stop()
+    await _begun_while_the_server_restarts(tmp_path, "engine_agent", lambda bus: bus.ensure_streams())
