@@ -53,6 +53,7 @@ class StreamMesh(Protocol):
     completed_calls: SessionCallCounts
 
     def engine_is_live(self, engine_id: str) -> bool: ...
+    def engine_silent_alone(self, engine_id: str) -> bool: ...
     def engine_incarnation(self, engine_id: str) -> int: ...
     def reconnects(self) -> int: ...
     def token_subject(self, key: str) -> str: ...
@@ -200,7 +201,7 @@ class CallStream:
         engine_id = self._state.engine_id
         restarted = self._gateway.engine_incarnation(engine_id) != self._engine_incarnation
         if restarted or not self._gateway.engine_is_live(engine_id):
-            return EngineLost(now_s, restarted)
+            return EngineLost(now_s, restarted, self._gateway.engine_silent_alone(engine_id))
         if self._gateway.reconnects() != self._placed_reconnects:
             return Reconnect(now_s)
         return Tick(now_s)

@@ -23,6 +23,7 @@ from nats.aio.subscription import Subscription
 from services.session_api import metrics
 from services.session_api.call_stream import CallStream, StreamOptions, TokenListener
 from services.session_api.calls import PreparedCall
+from services.session_api.engine_beats import EngineBeats
 from services.session_api.errors import ApiError, session_ended, session_not_found, unavailable
 from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.peer_notes import PeerNotes
@@ -77,8 +78,7 @@ class Gateway:
         self.session_lookups = self.peers.session_lookups  # shared, briefly cached
         self.session_threads = self.peers.session_threads
         self.salts = TenantSalts.from_settings(settings.cache_salt_key, settings.autellix_api_keys)
-        self._engine_seen_s: dict[str, float] = {}
-        self._engine_started_ns: dict[str, int] = {}
+        self._engines = EngineBeats()
         self._hb_sub: Subscription | None = None
         self._token_inbox = bus.nc.new_inbox()  # this process's token subjects: <inbox>.<call id>
         self._listeners: dict[str, tuple[str, asyncio.Queue]] = {}  # reply subject -> (call id, queue)
@@ -104,20 +104,20 @@ class Gateway:
 
     # --- engines -------------------------------------------------------------------------------
     async def _on_heartbeat(self, msg: Incoming) -> None:
-        self._engine_seen_s[msg.body.engine_id] = time.monotonic()
+        self._engines.observe(msg.body.engine_id, msg.body.started_at_ns, time.monotonic())
         self.models.observe(msg.body)
-        # an engine restarted within engine_ttl_s never looks dead, but lost its calls all the same
-        self._engine_started_ns[msg.body.engine_id] = msg.body.started_at_ns
 
     def engine_incarnation(self, engine_id: str) -> int:
-        return self._engine_started_ns.get(engine_id, 0)
+        return self._engines.incarnation(engine_id)
 
     def engine_is_live(self, engine_id: str) -> bool:
-        seen = self._engine_seen_s.get(engine_id)
-        return seen is not None and time.monotonic() - seen <= self.settings.engine_ttl_s
+        return self._engines.is_live(engine_id, time.monotonic(), self.settings.engine_ttl_s)
+
+    def engine_silent_alone(self, engine_id: str) -> bool:
+        return self._engines.silent_alone(engine_id)
 
     def live_engines(self) -> list[str]:
-        return sorted(e for e in self._engine_seen_s if self.engine_is_live(e))
+        return self._engines.live(time.monotonic(), self.settings.engine_ttl_s)
 
     def health(self) -> dict:
         """Ready to serve: the bus is connected and some engine heartbeats (else "degraded": every

@@ -14,7 +14,8 @@ The API is the one place that knows what a client has already seen, so recovery 
 - otherwise it fails with a retryable 503 (`engine_lost`, `stream_interrupted`, `stream_gap`),
   except that a stream whose client has tokens waits up to `stalled_stream_grace_s` after its last
   chunk for a silent but not restarted engine to resume (a machine-wide stall of a few seconds
-  silences the heartbeats of engines that are alive); a restarted engine has lost the call;
+  silences the heartbeats of engines that are alive); a restarted engine has lost the call, and an
+  engine that went silent alone (others kept heartbeating through its silence) is not stalled;
 - the engine's last chunk ends the stream: done, or failed with the engine's error.
 
 Counting stays exact across re-placements: the call id is unchanged and the process table applies
@@ -98,10 +99,12 @@ class Tick(NamedTuple):
 
 
 class EngineLost(NamedTuple):
-    """The engine stopped heartbeating (`restarted`: it came back as a new incarnation)."""
+    """The engine stopped heartbeating (`restarted`: it came back as a new incarnation; `alone`:
+    another engine kept heartbeating since its last one, so this is no stall of the whole host)."""
 
     now_s: float
     restarted: bool = False
+    alone: bool = False
 
 
 class Reconnect(NamedTuple):
@@ -184,10 +187,11 @@ def may_redispatch(rules: Rules, state: State) -> bool:
             and state.redispatches < rules.max_redispatches)
 
 
-def may_resume(rules: Rules, state: State, now_s: float, restarted: bool) -> bool:
-    """A silent (not restarted) engine whose client has tokens, within the grace: keep waiting."""
-    return (state.tokens_yielded and not restarted
-            and now_s - state.last_chunk_s < rules.stalled_stream_grace_s)
+def may_resume(rules: Rules, state: State, event: EngineLost) -> bool:
+    """A silent engine whose client has tokens, within the grace, that neither restarted nor went
+    silent alone: keep waiting."""
+    return (state.tokens_yielded and not event.restarted and not event.alone
+            and event.now_s - state.last_chunk_s < rules.stalled_stream_grace_s)
 
 
 def step(rules: Rules, state: State, event: Event) -> tuple[State, tuple[Action, ...]]:
@@ -197,7 +201,7 @@ def step(rules: Rules, state: State, event: Event) -> tuple[State, tuple[Action,
         if type(event) is EngineLost:
             if may_redispatch(rules, state):
                 return _replace_call(state, Lost.ENGINE, cancel_lost=False)
-            if may_resume(rules, state, event.now_s, event.restarted):
+            if may_resume(rules, state, event):
                 return state, _NONE
             return _fail(rules, state, Lost.ENGINE)
         if type(event) is Reconnect:

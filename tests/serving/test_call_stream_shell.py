@@ -49,6 +49,9 @@ class FakeMesh:
     def engine_incarnation(self, engine_id):
         return 1
 
+    def engine_silent_alone(self, engine_id):
+        return False
+
     def reconnects(self):
         return 0
 

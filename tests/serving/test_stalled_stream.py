@@ -1,16 +1,17 @@
 """When a streamed call's engine goes silent after the client has tokens: wait for the same engine
-incarnation to resume (a stall), give up at once on a restarted engine, and after the grace period."""
+incarnation to resume (a stall), give up at once on a restarted engine or one that went silent alone
+(other engines kept heartbeating), and after the grace period."""
 
 from __future__ import annotations
 
 from services.session_api.stream_machine import EngineLost, Phase, Rules, State, step
 
 
-def _case(yielded: bool, restarted: bool, last_chunk_ago_s: float) -> bool:
+def _case(yielded: bool, restarted: bool, last_chunk_ago_s: float, alone: bool = False) -> bool:
     """True when the stream keeps waiting (neither placed again nor failed)."""
     rules = Rules("c1", stalled_stream_grace_s=10.0)
     state = State(phase=Phase.STREAMING, engine_id="e0", placements=3, tokens_yielded=yielded, last_chunk_s=100.0)
-    after, actions = step(rules, state, EngineLost(100.0 + last_chunk_ago_s, restarted))
+    after, actions = step(rules, state, EngineLost(100.0 + last_chunk_ago_s, restarted, alone))
     return after.phase is Phase.STREAMING and not actions
 
 
@@ -22,3 +23,7 @@ def test_no_wait_after_the_grace_on_a_restart_or_before_any_token():
     assert not _case(yielded=True, restarted=False, last_chunk_ago_s=11.0)
     assert not _case(yielded=True, restarted=True, last_chunk_ago_s=4.0)  # restarted: the call is gone
     assert not _case(yielded=False, restarted=False, last_chunk_ago_s=4.0)  # (budget spent) fails instead
+
+
+def test_no_wait_for_an_engine_that_went_silent_alone():
+    assert not _case(yielded=True, restarted=False, last_chunk_ago_s=4.0, alone=True)

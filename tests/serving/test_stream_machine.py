@@ -46,7 +46,7 @@ states = st.builds(State, phase=st.sampled_from(Phase), engine_id=st.sampled_fro
                    lost=st.none() | st.sampled_from(Lost), gap=st.tuples(st.integers(0, 5), st.integers(0, 5)))
 chunks = st.builds(Chunk, index=st.integers(0, 6), now_s=times, size=st.integers(0, 3), done=st.booleans(),
                    error_code=st.sampled_from(("",) * 6 + ENGINE_CODES), error_description=st.sampled_from(["", "x"]))
-events = st.one_of(chunks, st.builds(Tick, times), st.builds(EngineLost, times, st.booleans()),
+events = st.one_of(chunks, st.builds(Tick, times), st.builds(EngineLost, times, st.booleans(), st.booleans()),
                    st.builds(Reconnect, times), st.builds(Placed, st.sampled_from(["e0", "e1"]), times),
                    st.builds(PlaceFailed, st.just("no engine")))
 
@@ -100,7 +100,8 @@ def test_a_grid_of_states_and_events_exhaustively():
                        Phase, (0, 1, 2, 3), (False, True), (0, 2), (None, *Lost))]
     grid_events = [Chunk(index, 6.0, size, done, code) for index, size, done, code in itertools.product(
                        (0, 1, 2), (0, 2), (False, True), ("", "unavailable", "bad_request", "internal"))]
-    grid_events += [Tick(6.0), EngineLost(6.0), EngineLost(6.0, restarted=True), EngineLost(20.0),
+    grid_events += [Tick(6.0), EngineLost(6.0), EngineLost(6.0, restarted=True), EngineLost(6.0, alone=True),
+                    EngineLost(20.0),
                     Reconnect(6.0), Reconnect(20.0), Placed("e1", 6.0), PlaceFailed("x")]
     for rules, state, event in itertools.product(grid_rules, grid_states, grid_events):
         after, actions = step(rules, state, event)
@@ -114,7 +115,7 @@ def runs(draw):
     """Rules and a list of stream events; after each Redispatch the shell's placement outcome is
     drawn on the spot (see `drive`)."""
     return draw(rules_st), draw(st.lists(st.one_of(chunks, chunks, st.builds(Tick, times),
-                                                   st.builds(EngineLost, times, st.booleans()),
+                                                   st.builds(EngineLost, times, st.booleans(), st.booleans()),
                                                    st.builds(Reconnect, times)), max_size=25))
 
 
