@@ -1,10 +1,10 @@
 """What every engine agent publishes on its own, whatever its backend: health answers, and
 heartbeats with a queue snapshot every `queue_snapshot_interval_s` (and, after a reconnect, the
-recent calls' end chunks again: resend.py)."""
+recent calls' end chunks again: resend.py). A reconnect cuts the wait short, so the agent is heard
+again and the ends lost with the dead connection go out at once, not a heartbeat interval later
+(an engine killed just after its reconnect would take them with it)."""
 
 from __future__ import annotations
-
-import asyncio
 
 from services.engine_agent.metrics import observe_state
 from services.engine_agent.settings import EngineAgentSettings
@@ -26,4 +26,4 @@ async def state_forever(agent, settings: EngineAgentSettings) -> None:
         await agent.recent_ends.resend_after_reconnect(agent.bus, agent.log)  # ends lost with a dead link
         observe_state(agent, settings.heartbeat_interval_s)
         tick += 1
-        await asyncio.sleep(settings.heartbeat_interval_s)
+        await agent.bus.nap(settings.heartbeat_interval_s)

@@ -54,6 +54,7 @@ class Bus:
         self.resender = ResendingPublisher(self.js)
         self.started_at_ns = time.time_ns()
         self.num_rejected = 0  # malformed or unexpected messages seen (for tests and metrics)
+        self._reconnected = asyncio.Event()  # set by each reconnect, cleared by `nap`
 
     @classmethod
     async def connect(cls, url: str, service: str, connect_timeout_s: float = 5.0,
@@ -61,8 +62,21 @@ class Bus:
         """Connect, giving up after `connect_timeout_s` (raises `ConnectFailed`). Every service
         connects once, so this is where its tracing starts (when the environment asks for it)."""
         tracing.configure_tracing(service)
-        nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s)
-        return cls(nc, service, publisher_id, role=url_user(url))
+        made: list[Bus] = []
+        nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s,
+                                on_reconnect=lambda: made and made[0]._reconnected.set())
+        made.append(cls(nc, service, publisher_id, role=url_user(url)))
+        return made[0]
+
+    async def nap(self, seconds: float) -> None:
+        """Sleep `seconds`, or less: a reconnect ends the nap at once (a periodic loop then sends
+        at once what a dead connection may have lost)."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._reconnected.wait()
+        except TimeoutError:
+            pass
+        self._reconnected.clear()
 
     @property
     def publisher_id(self) -> str:

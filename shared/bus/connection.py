@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import nats
@@ -79,7 +80,8 @@ def redact_url(url: str) -> str:
     return ",".join(out)
 
 
-async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> Client:
+async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0,
+                       on_reconnect: Callable[[], None] | None = None) -> Client:
     # credentials ride in the URL (nats://user:password@host): never in a log line
     log = get_logger(nats_url=redact_url(url), client=name)
     first_attempt_done = False
@@ -98,6 +100,8 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0) -> C
     async def on_reconnected() -> None:
         picker.connected(nc.connected_url.netloc if nc.connected_url else "")
         log.info("nats_reconnected", server=str(nc.connected_url.netloc if nc.connected_url else ""))
+        if on_reconnect is not None:
+            on_reconnect()
 
     async def on_closed() -> None:
         if first_attempt_done:

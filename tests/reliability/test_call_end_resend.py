@@ -66,3 +66,23 @@ async def test_after_a_reconnect_the_recent_ends_arrive_again(tmp_path):
         await agent_bus.close()
         await api_bus.close()
         server.stop()
+
+
+async def test_a_reconnect_ends_a_nap_at_once(tmp_path):
+    """The agent's heartbeat loop naps between beats; a reconnect wakes it, so the lost ends go out
+    before the next beat would have (an engine killed just after its reconnect sent none)."""
+    server = NatsServer(tmp_path / "nats").start()
+    bus = await Bus.connect(server.url, "test-agent")
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await bus.nap(0.2)
+        assert loop.time() - started >= 0.19  # nothing happened: the whole nap
+        nap = asyncio.create_task(bus.nap(60.0))
+        server.stop()
+        server.start()
+        await asyncio.wait_for(nap, 20.0)  # well before its 60 s
+        assert bus.nc.stats.get("reconnects") == 1
+    finally:
+        await bus.close()
+        server.stop()
