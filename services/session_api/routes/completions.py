@@ -56,11 +56,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     served = gateway.resolve_model(body.model)
     if served.real:
         return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
-    refuse_unhonoured(body, served.backend)
-    prepared = prepare_chat(request, body, settings, gateway.outputs, tenant.name,
-                            gateway.salts.segment_salt(tenant.name))
-    stream = await gateway.start_call(tenant.name, prepared, body.model, client_streams=body.stream,
-                                      allow_redispatch=recovery.allows_redispatch(request))
+    prepared, stream = await _start_simulated(body, request, tenant.name, served.backend, gateway, settings,
+                                              prepare_chat)
     created = int(time.time())
     cid = f"chatcmpl-{prepared.call_id}"
     if body.stream:
@@ -85,11 +82,8 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
     served = gateway.resolve_model(body.model)
     if served.real:
         return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
-    refuse_unhonoured(body, served.backend)
-    prepared = prepare_completion(request, body, settings, gateway.outputs, tenant.name,
-                                  gateway.salts.segment_salt(tenant.name))
-    stream = await gateway.start_call(tenant.name, prepared, body.model, client_streams=body.stream,
-                                      allow_redispatch=recovery.allows_redispatch(request))
+    prepared, stream = await _start_simulated(body, request, tenant.name, served.backend, gateway, settings,
+                                              prepare_completion)
     created = int(time.time())
     cid = f"cmpl-{prepared.call_id}"
     if body.stream:
@@ -115,6 +109,16 @@ async def responses(body: ResponsesRequest, request: Request, tenant: CurrentTen
     if not served.real:
         raise unsupported("/v1/responses", served.backend)
     return await relay.serve(request, body, RESPONSES, served, tenant.name, gateway, settings)
+
+
+async def _start_simulated(body, request: Request, tenant: str, backend: str, gateway, settings,
+                           prepare: Callable[..., PreparedCall]) -> tuple[PreparedCall, CallStream]:
+    """A simulated model's call: refuse the fields it cannot honour, then place it."""
+    refuse_unhonoured(body, backend)
+    prepared = prepare(request, body, settings, gateway.outputs, tenant, gateway.salts.segment_salt(tenant))
+    stream = await gateway.start_call(tenant, prepared, body.model, client_streams=body.stream,
+                                      allow_redispatch=recovery.allows_redispatch(request))
+    return prepared, stream
 
 
 def _json(body: BaseModel) -> Response:
