@@ -11,11 +11,13 @@ The API is the one place that knows what a client has already seen, so recovery 
   the client, the client did not opt out (`X-Autellix-Redispatch: off`) and fewer than
   `max_redispatches` re-placements were made; a non-streaming client sees nothing before the end,
   so its tokens are held and its call is always restartable;
-- otherwise it fails with a retryable 503 (`engine_lost`, `stream_interrupted`, `stream_gap`),
-  except that a stream whose client has tokens waits up to `stalled_stream_grace_s` after its last
-  chunk for a silent but not restarted engine to resume (a machine-wide stall of a few seconds
-  silences the heartbeats of engines that are alive); a restarted engine has lost the call, and an
-  engine that went silent alone (others kept heartbeating through its silence) is not stalled;
+- otherwise it fails with a retryable 503 (`engine_lost`, `stream_interrupted`, `stream_gap`);
+- except that a silent engine that neither restarted nor went silent alone is waited for, up to
+  `stalled_stream_grace_s` after the stream's last chunk, whether or not the client has tokens:
+  when no other engine is heard either, the whole host stalled (engines that are alive fall silent
+  too) or every engine lost its link at once; there is nowhere to place the call meanwhile, and an
+  engine that comes back sends again the end chunks a dead link lost. A restarted engine has lost
+  the call, and an engine that went silent alone (others kept heartbeating) is gone;
 - the engine's last chunk ends the stream: done, or failed with the engine's error.
 
 Counting stays exact across re-placements: the call id is unchanged and the process table applies
@@ -188,9 +190,9 @@ def may_redispatch(rules: Rules, state: State) -> bool:
 
 
 def may_resume(rules: Rules, state: State, event: EngineLost) -> bool:
-    """A silent engine whose client has tokens, within the grace, that neither restarted nor went
-    silent alone: keep waiting."""
-    return (state.tokens_yielded and not event.restarted and not event.alone
+    """A silent engine that neither restarted nor went silent alone, within the grace: keep waiting
+    (a stall, or every engine cut off: see the module's docstring)."""
+    return (not event.restarted and not event.alone
             and event.now_s - state.last_chunk_s < rules.stalled_stream_grace_s)
 
 
@@ -199,10 +201,10 @@ def step(rules: Rules, state: State, event: Event) -> tuple[State, tuple[Action,
         if type(event) is Chunk:
             return _chunk(rules, state, event)
         if type(event) is EngineLost:
-            if may_redispatch(rules, state):
-                return _replace_call(state, Lost.ENGINE, cancel_lost=False)
             if may_resume(rules, state, event):
                 return state, _NONE
+            if may_redispatch(rules, state):
+                return _replace_call(state, Lost.ENGINE, cancel_lost=False)
             return _fail(rules, state, Lost.ENGINE)
         if type(event) is Reconnect:
             if event.now_s - state.last_chunk_s <= rules.engine_ttl_s:

@@ -174,7 +174,7 @@ def _streaming(**fields) -> State:
 
 def test_engine_lost_before_the_first_token_is_placed_again_then_restarts_at_chunk_0():
     rules = Rules("c1")
-    state, actions = step(rules, _streaming(placements=1, next_index=2), EngineLost(5.0))
+    state, actions = step(rules, _streaming(placements=1, next_index=2), EngineLost(5.0, alone=True))
     assert actions == (Redispatch(cancel_lost=False),) and state.phase is Phase.PLACING
     state, actions = step(rules, state, Placed("e1", 6.0))
     assert (state.phase, state.engine_id, state.next_index, state.redispatches) == (Phase.STREAMING, "e1", 0, 1)
@@ -189,7 +189,7 @@ def test_engine_lost_after_a_token_fails_with_engine_lost():
 
 def test_opt_out_and_spent_budget_fail_at_once():
     for rules, placements in ((Rules("c1", allow_redispatch=False), 1), (Rules("c1", max_redispatches=2), 3)):
-        _, (action,) = step(rules, _streaming(placements=placements), EngineLost(5.0))
+        _, (action,) = step(rules, _streaming(placements=placements), EngineLost(5.0, alone=True))
         assert type(action) is Fail and action.error.code == "engine_lost"
 
 
