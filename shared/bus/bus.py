@@ -62,7 +62,7 @@ class Bus:
         """Connect, giving up after `connect_timeout_s` (raises `ConnectFailed`). Every service
         connects once, so this is where its tracing starts (when the environment asks for it)."""
         tracing.configure_tracing(service)
-        made: list[Bus] = []
+        made: list[Bus] = []  # the reconnect callback needs the Bus, made once the client connected
         nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s,
                                 on_reconnect=lambda: made and made[0]._reconnected.set())
         made.append(cls(nc, service, publisher_id, role=url_user(url)))
