@@ -1,8 +1,8 @@
 """What the API knows of each engine from its heartbeats: when it was last heard (live within
 `engine_ttl_s`), its incarnation (a restart lost its calls), and whether it went silent alone.
 
-A silent engine is waited for a while when the client already has its tokens, because a stall of the
-whole host silences engines that are alive. After such a stall every live engine beats again within
+A silent engine's calls are waited for a while (stream_machine.py), because a stall of the whole
+host silences engines that are alive. After such a stall every live engine beats again within
 one interval, so when another engine has sent `BEATS_FOR_SILENT_ALONE` heartbeats since the silent
 one's last, the silent one is gone (killed, or cut off), not stalled."""
 
