@@ -10,6 +10,7 @@ import time
 from services.engine_agent.calls import LiveCall, engine_call
 from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.metrics import metrics_for
+from services.engine_agent.program_updates import ProgramUpdates
 from services.engine_agent.resend import RecentEnds
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
@@ -48,6 +49,7 @@ class EngineAgent:
         self.metrics = metrics_for(self)
         self.draining = False  # drain.py: new calls are refused, held ones run to their end
         self.tenant_share = EngineTenantShare()
+        self.program_updates = ProgramUpdates(bus, directory, self.take_update)  # its own programs' only
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -65,6 +67,7 @@ class EngineAgent:
             return m.OkReply(detail="duplicate")  # a retried placement: the call is already here
         if self.draining:
             return m.error_reply(ErrorCode.UNAVAILABLE, f"engine {self.engine_id} is draining")
+        await self.program_updates.hold(route)
         now_s = self.stepper.now_s()
         view_behind = self.directory.view_is_behind(route.program_id, route.completed_calls_before)
         led = self.directory.ledger(route.program_id)
@@ -76,14 +79,13 @@ class EngineAgent:
         self.stepper.submit(engine_call(route, now_s, self._seq))
         return m.OkReply(detail=self.engine_id)
 
-    async def on_program_update(self, msg: Incoming) -> None:
-        u: m.ProgramServiceUpdated = msg.body
+    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
         self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
                                     u.num_completed_calls)
 
     async def on_promotion(self, msg: Incoming) -> None:
         p: m.ProgramPromoted = msg.body
-        if self.directory.apply_promotion(p.program_id, p.epoch):
+        if p.program_id in self.directory and self.directory.apply_promotion(p.program_id, p.epoch):
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
             now_s = self.stepper.now_s()
             for live in self.calls.values():  # the next snapshot counts their wait from now

@@ -49,6 +49,7 @@ class RunningAgent:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.agent.drain(timeout_s=5.0)  # completions already made still reach JetStream
+        await self.agent.program_updates.stop()
         await self.bus.close()
 
 
@@ -107,10 +108,10 @@ async def start_simulated_agent(settings: EngineAgentSettings) -> RunningAgent:
                             types=(m.SessionClosed,))
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))
-    await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
     await bus.subscribe(subjects.tenant_shares(), agent.on_tenant_shares, types=(m.TenantShares,))
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
-    await subscribe_forgetting(bus, directory, engine)  # closed sessions leave every per-program cache
+    # closed sessions leave every per-program cache
+    await subscribe_forgetting(bus, directory, engine, agent.program_updates)
 
     await serve_health(bus, agent)
 

@@ -30,6 +30,7 @@ class RunningRealAgent:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.agent.stop(timeout_s=5.0)
+        await self.agent.program_updates.stop()
         await self.serving.stop()
         await self.bus.close()
 
@@ -40,10 +41,9 @@ async def wire_real_agent(bus: Bus, agent: VllmEngineAgent, directory: CachedPro
     await bus.ensure_streams(settings.audit_max_age_s, settings.audit_max_bytes)
     await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
                         types=(m.RunCall, m.CancelCall))
-    await bus.subscribe(subjects.all_program_services(), agent.on_program_update, types=(m.ProgramServiceUpdated,))
     await bus.subscribe(subjects.tenant_shares(), agent.on_tenant_shares, types=(m.TenantShares,))
     await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
-    await subscribe_forgetting(bus, directory, agent)
+    await subscribe_forgetting(bus, directory, agent, agent.program_updates)
     await serve_health(bus, agent)
     await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)
     return [asyncio.create_task(agent.drain_forever()), asyncio.create_task(state_forever(agent, settings))]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from services.engine_agent.calls import checked_estimate
 from services.engine_agent.completions import CompletionPublisher
+from services.engine_agent.program_updates import ProgramUpdates
 from services.engine_agent.resend import RecentEnds
 from services.engine_agent.tenant_share import EngineTenantShare
 from shared import tracing
@@ -94,6 +95,7 @@ class VllmEngineAgent:
         self._load: dict = {}
         self.draining = False  # drain.py: new calls are refused, held ones run to their end
         self.tenant_share = EngineTenantShare()
+        self.program_updates = ProgramUpdates(bus, directory, self.take_update)  # its own programs' only
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -112,6 +114,7 @@ class VllmEngineAgent:
         if not route.openai_body or not route.endpoint.startswith("/v1/"):
             return m.error_reply(ErrorCode.BAD_REQUEST, f"backend {self.backend} serves OpenAI requests: the call carries "
                                  "no request body (is the API up to date?)")
+        await self.program_updates.hold(route)
         live = VllmCall(route=route, submitted_s=time.monotonic(),
                         view_behind=self.directory.view_is_behind(route.program_id, route.completed_calls_before))
         if route.parent_thread_id is not None:
@@ -289,8 +292,7 @@ class VllmEngineAgent:
         self._queue_ops(("update", program_id, led.service_s, led.wait_s, dict(led.thread_service_s), led.epoch,
                          self.directory.num_completed(program_id)))
 
-    async def on_program_update(self, msg: Incoming) -> None:
-        u: m.ProgramServiceUpdated = msg.body
+    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
         if self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
                                        u.num_completed_calls):
             self._queue_ops(("update", u.program_id, u.service_s, u.wait_s, dict(u.thread_service_s), u.epoch,
@@ -298,7 +300,7 @@ class VllmEngineAgent:
 
     async def on_promotion(self, msg: Incoming) -> None:
         p: m.ProgramPromoted = msg.body
-        if self.directory.apply_promotion(p.program_id, p.epoch):
+        if p.program_id in self.directory and self.directory.apply_promotion(p.program_id, p.epoch):
             self._queue_ops(("promote", p.program_id, p.epoch))
             self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
 

@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind
 from shared import tracing
 from shared.bus import jetstream
 from shared.bus.connection import connect_nats, url_user
-from shared.bus.errors import NoResponders, RemoteError, RequestTimeout
+from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import BatchHandler, Handler, Incoming
 from shared.bus.resend import ResendingPublisher
 from shared.logging import get_logger
@@ -87,6 +87,16 @@ class Bus:
         """Fire and forget (core NATS, at most once). A command carries the trace context."""
         headers = tracing.outgoing_headers() if tracing.enabled() and subjects.is_command(subject) else None
         await self.nc.publish(subject, self.publisher.encode(msg), reply=reply, headers=headers)
+
+    async def flush(self, timeout_s: float) -> None:
+        """Wait until the server has processed everything sent so far (e.g. a new subscription).
+        Raises `RequestTimeout`, or `BusError` on a closed connection."""
+        try:
+            await self.nc.flush(timeout=timeout_s)
+        except nats.errors.TimeoutError as exc:
+            raise RequestTimeout(f"flush: no answer from the server in {timeout_s} s") from exc
+        except nats.errors.ConnectionClosedError as exc:
+            raise BusError("flush: the connection is closed") from exc
 
     async def publish_raw(self, subject: str, data: bytes) -> None:
         """Publish bytes as they are (tests of malformed input; relaying)."""

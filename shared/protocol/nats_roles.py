@@ -145,6 +145,7 @@ def engine_permissions(engine_id: str) -> Permissions:
         subjects.engine_heartbeat(engine_id), subjects.engine_queue(engine_id), subjects.engine_completions(engine_id),
         # the audit events' subjects name the program, not the engine: any engine may send them
         *_events(m.CallStarted, m.CallPreempted, m.CallCompleted),
+        subjects.session_lookup(),  # the state of a program whose first call here comes late in it
         f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
         subscribe=[subjects.engine_commands(engine_id), subjects.all_program_services(),
                    subjects.engine_heartbeat(engine_id),  # the duplicate-id check, the container's probe
