@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from shared.engine.registry import SIMULATED_BACKENDS
+from shared.engine.registry import all_backends
 
 
 class HealthProbe(StrEnum):
@@ -115,13 +115,10 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP, replicas_option="api_workers"),
 )
 
-BACKENDS = (*SIMULATED_BACKENDS, "vllm", "upstream")
-
-
 def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
     """The instances to start and the names of the services skipped because they are not installed."""
-    if opts.backend not in BACKENDS:
-        raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {opts.backend!r}")
+    if opts.backend not in all_backends():
+        raise ValueError(f"--backend must be one of {', '.join(all_backends())}, got {opts.backend!r}")
     if opts.backend == "vllm" and not opts.model:
         raise ValueError("--backend vllm needs --model (a model folder, a hub id, or 'tiny')")
     if opts.backend != "vllm" and (opts.model or opts.vllm_args):

@@ -13,7 +13,6 @@ from loadgen.sim.cli_modes import refuse_foreign_options
 from loadgen.sim.engines import (
     BATCHING_MODES,
     DEFAULT_BETA,
-    ENGINE_KINDS,
     PREEMPTION_MODES,
     EngineOptions,
     check_available,
@@ -26,6 +25,7 @@ from loadgen.workloads.registry import WORKLOADS
 from shared.core.routing import parse_router
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.engine.program_sched import DEFAULT_KV_VICTIM, KV_VICTIM_RULES
+from shared.engine.registry import simulated_backends
 
 QUICK_PROGRAMS = 40
 QUICK_MAX_PROGRAMS = 120  # quick points are not grown to their steady-state size (marked undersized)
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="locality (default), least-loaded, round-robin; KV mode: a comma list, affinity too")
     p.add_argument("--locality-threshold", type=int, default=2048,
                    help="tokens (paper: 2048); router locality, in both modes")
-    p.add_argument("--engine", default="lite", help=f"one of: {', '.join(ENGINE_KINDS)}")
+    p.add_argument("--engine", default="lite", help=f"one of: {', '.join(simulated_backends())}")
     p.add_argument("--batching", default="v1", help=f"one of: {', '.join(BATCHING_MODES)}")
     p.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
                    help="vLLM's prefix cache (default on; the KV mode sets it per --kv-policy)")

@@ -13,9 +13,10 @@ import asyncio
 import os
 from pathlib import Path
 
-from runtime.catalog import BACKENDS, StackOptions
+from runtime.catalog import StackOptions
 from runtime.postgres import check_data_dir
 from runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
+from shared.engine.registry import all_backends
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="HTTP API address (default 127.0.0.1)")
     p.add_argument("--engines", type=int, default=None,
                    help="engine agents to run (default 2; with --upstream, one per URL)")
-    p.add_argument("--backend", default="lite", choices=BACKENDS,
+    p.add_argument("--backend", default="lite", choices=all_backends(),
                    help="engine backend: vllm (a real vLLM engine per agent), upstream (see --upstream), or the "
                         "simulated lite / emulated (default lite)")
     p.add_argument("--model", default="", help="backend vllm: a model folder, a hub id, or 'tiny' (a tiny "

@@ -11,7 +11,6 @@ from shared.engine import registry
 from shared.engine.api import DictProgramDirectory, Engine
 from shared.engine.program_sched import DEFAULT_KV_VICTIM, KV_VICTIM_RULES
 
-ENGINE_KINDS = registry.SIMULATED_BACKENDS
 BATCHING_MODES = ("v0", "v1")
 PREEMPTION_MODES = ("recompute", "swap", "offload")
 DEFAULT_BETA = StarvationConfig().beta
@@ -36,8 +35,8 @@ class EngineOptions:
     kv_victim: str = DEFAULT_KV_VICTIM  # who KV exhaustion evicts (program_sched.KV_VICTIM_RULES)
 
     def __post_init__(self) -> None:
-        if self.kind not in ENGINE_KINDS:
-            raise ValueError(f"unknown engine {self.kind!r}; valid engines: {', '.join(ENGINE_KINDS)}")
+        if not registry.is_simulated(self.kind):
+            raise ValueError(f"unknown engine {self.kind!r}; valid engines: {', '.join(registry.simulated_backends())}")
         if self.batching not in BATCHING_MODES:
             raise ValueError(f"unknown batching {self.batching!r}; valid: {', '.join(BATCHING_MODES)}")
         if self.preemption not in PREEMPTION_MODES:

@@ -53,10 +53,9 @@ from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.engine.cost_model import CostModel
 from shared.engine.lite import LiteEngine
-from shared.engine.registry import SIMULATED_BACKENDS, EngineSpec, build_engines
+from shared.engine.registry import EngineSpec, build_engines, is_simulated, simulated_backends
 
 KV_POLICIES = ("lru", "prefix-lru", "workflow")
-KV_ENGINES = SIMULATED_BACKENDS
 AFFINITY = "affinity"
 # afs-hold: AFS order + admission holds (capacity lever) while a tenant ahead has a task at risk;
 # afs-hold-open: the same whenever a tenant ahead has any open task (the lever at full strength)
@@ -116,8 +115,8 @@ class KvExperimentConfig:
             raise ValueError(f"rate must be a positive number, got {self.rate}")
         if not self.slo_multiple > 0:
             raise ValueError(f"slo multiple must be > 0, got {self.slo_multiple}")
-        if self.engine not in KV_ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; valid: {', '.join(KV_ENGINES)}")
+        if not is_simulated(self.engine):
+            raise ValueError(f"unknown engine {self.engine!r}; valid: {', '.join(simulated_backends())}")
         if self.engine == "emulated" and (self.belady or self.fairness != ("off",)
                                          or self.batching != "v1"):
             raise ValueError("the emulated engine runs KV policies and routers (V1 batching); Belady traces "

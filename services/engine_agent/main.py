@@ -13,7 +13,7 @@ from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.outbox import CompletionOutbox, OutboxInUse, default_dir, outbox_path
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
-from services.engine_agent.settings import BACKENDS, EngineAgentSettings
+from services.engine_agent.settings import EngineAgentSettings
 from services.engine_agent.state_loop import serve_health, state_forever
 from services.engine_agent.stepper import RealTimeStepper
 from services.engine_agent.unique_id import (
@@ -25,6 +25,7 @@ from services.settings_vocabulary import report_unknown_variables
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
+from shared.engine.registry import all_backends
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
@@ -144,7 +145,7 @@ async def serve(settings: EngineAgentSettings) -> None:
 def parse_args(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m services.engine_agent")
     parser.add_argument("--engine-id", help="engine id (env ENGINE_ID)")
-    parser.add_argument("--backend", choices=BACKENDS, help="engine backend (env ENGINE_BACKEND)")
+    parser.add_argument("--backend", choices=all_backends(), help="engine backend (env ENGINE_BACKEND)")
     parser.add_argument("--policy", help="fcfs | mlfq | plas | atlas (env SCHEDULING_POLICY)")
     parser.add_argument("--model", help="backend vllm: model folder, hub id, or 'tiny' (env ENGINE_MODEL)")
     parser.add_argument("--upstream", help="backend upstream: URL of the vllm serve (env ENGINE_UPSTREAM_URL)")

@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import CounterMetricFamily
 
 from shared.engine.capabilities import Capability
-from shared.engine.registry import SIMULATED_BACKENDS
+from shared.engine.registry import is_simulated
 from shared.protocol import messages as m
 
 MAX_LEVELS = 16  # MLFQ levels reported one by one; deeper ones add to the last
@@ -126,7 +126,7 @@ class EngineMetrics:
 
     def __init__(self, engine_id: str, backend: str, model_name: str) -> None:
         self.engine_id = engine_id
-        self.simulated = backend in SIMULATED_BACKENDS
+        self.simulated = is_simulated(backend)
         self.vllm = vllm_names() if self.simulated else None
         if self.vllm is not None:
             v, labels = self.vllm, (model_name, engine_id)
@@ -184,7 +184,7 @@ class EngineMetrics:
 
 def engine_stats_of(agent) -> dict | None:
     """The simulated engine's cumulative counters; None for a real engine (vLLM reports its own)."""
-    if agent.backend not in SIMULATED_BACKENDS:
+    if not is_simulated(agent.backend):
         return None
     engine = agent.stepper.engine
     return dict(engine.stats) if Capability.COUNTERS in engine.capabilities else None

@@ -13,12 +13,10 @@ from services.engine_agent.outbox import DEFAULT_MAX_ENTRIES
 from services.policy_setting import DEFAULT_POLICY, PolicySetting
 from shared.bus.connection import url_user
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
-from shared.engine.registry import SIMULATED_BACKENDS
+from shared.engine.registry import all_backends
 from shared.protocol.nats_roles import ENGINE_AGENT, engine_user
 from shared.settings import MeshSettings
 
-REAL_BACKENDS = ("vllm", "upstream")
-BACKENDS = (*SIMULATED_BACKENDS, *REAL_BACKENDS)
 # settings of the modeled engines (lite, emulated) that a real vLLM engine has no use for
 _SIMULATED_ONLY = frozenset({"engine_preset", "engine_max_num_seqs", "engine_num_blocks", "stream_interval_s",
                              "time_scale", "engine_kv_policy", "engine_kv_ttl_cap_s"})
@@ -29,7 +27,7 @@ class EngineAgentSettings(MeshSettings):
     # default: derived from the host (host_id.py), so two hosts never share one by accident
     engine_id: str = Field(default_factory=lambda: host_engine_id(socket.gethostname(),
                                                                   os.environ.get("CUDA_VISIBLE_DEVICES")))
-    engine_backend: Literal["lite", "emulated", "vllm", "upstream"] = "lite"
+    engine_backend: str = "lite"  # a name of shared/engine/registry.py
     scheduling_policy: PolicySetting = DEFAULT_POLICY  # the mesh's one policy setting (policy_setting.py)
     engine_preset: str = DEFAULT_PRESET  # model x GPU cost model (shared.engine.cost_model)
     # vLLM's max_num_seqs (running calls per step) and KV blocks; None keeps the engine's defaults
@@ -75,6 +73,13 @@ class EngineAgentSettings(MeshSettings):
     # $XDG_STATE_HOME/autellix/engine-outbox (~/.local/state/...)
     engine_outbox_dir: str = ""
     engine_outbox_max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1, le=10_000_000)
+
+    @field_validator("engine_backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in all_backends():
+            raise ValueError(f"unknown engine backend {value!r}; valid: {', '.join(all_backends())}")
+        return value
 
     @model_validator(mode="after")
     def _vllm_needs_a_model(self) -> EngineAgentSettings:

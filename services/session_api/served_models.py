@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.session_api.errors import ApiError, unavailable
-from shared.engine.registry import SIMULATED_BACKENDS
+from shared.engine.registry import is_simulated
 from shared.protocol import messages as m
 
 
@@ -24,7 +24,7 @@ class ServedModel:
 
     @property
     def real(self) -> bool:
-        return self.backend not in SIMULATED_BACKENDS
+        return not is_simulated(self.backend)
 
 
 def model_not_found(name: str, served: list[str]) -> ApiError:

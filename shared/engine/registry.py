@@ -4,7 +4,8 @@
 
 The engine agent (`services/engine_agent/backends.py`), the simulator (`loadgen/sim/engines.py`)
 and the KV experiments all build here, so a setting means the same on every path. A new simulated
-backend is a builder function and one row in `BACKENDS`.
+backend is a builder function and one row in `BACKENDS`: every place that names, validates or
+lists backends (settings, `autellix up`, `autellix sim`, the API, metrics) reads them from here.
 """
 
 from __future__ import annotations
@@ -66,7 +67,21 @@ def _emulated(engine_id: str, policy: SchedulingPolicy, directory: ProgramDirect
 
 
 BACKENDS: dict[str, Builder] = {"lite": _lite, "emulated": _emulated}
-SIMULATED_BACKENDS = tuple(BACKENDS)  # the engines that step inside the agent's process
+# engines in their own process or server, each started by its agent module (services/engine_agent)
+REAL_BACKENDS = ("vllm", "upstream")
+
+
+def simulated_backends() -> tuple[str, ...]:
+    """The engines that step inside the agent's process: every row of `BACKENDS`."""
+    return tuple(BACKENDS)
+
+
+def all_backends() -> tuple[str, ...]:
+    return (*BACKENDS, *REAL_BACKENDS)
+
+
+def is_simulated(backend: str) -> bool:
+    return backend in BACKENDS
 
 
 def build_engine(backend: str, engine_id: str, policy: SchedulingPolicy, directory: ProgramDirectory,

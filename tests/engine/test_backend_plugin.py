@@ -1,0 +1,54 @@
+"""A new simulated engine backend is its module and one row in `shared/engine/registry.py`'s
+`BACKENDS`: here a builder defined in this test and one row added, then every place that names,
+validates or builds backends (the engine agent's settings and factory, `autellix up`'s plan, the
+simulator, the KV experiments, the API's served models) takes it unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.sim.engines import EngineOptions, build_engines
+from runtime.catalog import StackOptions, plan
+from services.engine_agent.backends import make_engine
+from services.engine_agent.settings import EngineAgentSettings
+from services.session_api.served_models import ServedModel
+from shared.core.policy import PolicyName, SchedulingPolicy
+from shared.engine import registry
+from shared.engine.api import DictProgramDirectory
+from shared.engine.lite import LiteEngine, LiteEngineConfig
+
+
+def _one_slot(engine_id, policy, directory, spec):
+    """An engine that runs one call at a time: what a new backend's builder looks like."""
+    return LiteEngine(engine_id, policy, directory, LiteEngineConfig(preset=spec.preset, max_num_seqs=1))
+
+
+@pytest.fixture
+def one_slot(monkeypatch):
+    monkeypatch.setitem(registry.BACKENDS, "one-slot", _one_slot)  # the one row
+    return "one-slot"
+
+
+def test_a_new_backend_is_taken_everywhere_from_its_registry_row(one_slot):
+    policy = SchedulingPolicy(PolicyName.FCFS)
+    assert one_slot in registry.simulated_backends() and registry.is_simulated(one_slot)
+
+    agent_engine = make_engine(one_slot, "e0", policy, DictProgramDirectory(), "llama3.1-8b-a100")
+    assert agent_engine.config.max_num_seqs == 1
+    assert EngineAgentSettings(engine_backend=one_slot, engine_id="e0").engine_backend == one_slot
+
+    sim_engines = build_engines(EngineOptions(kind=one_slot), policy, DictProgramDirectory(), num_engines=2)
+    assert [e.engine_id for e in sim_engines] == ["e0", "e1"]
+
+    instances, _ = plan(StackOptions(backend=one_slot))
+    assert instances
+    assert not ServedModel(name="m", backend=one_slot).real
+
+
+def test_an_unknown_backend_is_refused_everywhere_with_the_valid_names():
+    with pytest.raises(ValueError, match="unknown engine backend 'tpu'; valid: lite, emulated, vllm, upstream"):
+        EngineAgentSettings(engine_backend="tpu", engine_id="e0")
+    with pytest.raises(ValueError, match="valid engines: lite, emulated"):
+        EngineOptions(kind="tpu")
+    with pytest.raises(ValueError, match="--backend must be one of lite, emulated, vllm, upstream"):
+        plan(StackOptions(backend="tpu"))
