@@ -47,6 +47,7 @@ from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.envelope import decode
+from shared.protocol.programs import one_call_program_id
 from shared.stats import percentile
 
 PROMPT = "x" * 64  # 16 tokens
@@ -78,7 +79,8 @@ class DirectEngine:
         call_id = uuid.uuid4().hex
         done = self._done[call_id] = asyncio.Event()
         t0 = time.perf_counter()
-        route = m.RouteCall(call_id=call_id, program_id=f"bench-{call_id}", prompt_tokens=16,
+        # a one-call program, as the API sends a call without a session (the mesh path measured beside it)
+        route = m.RouteCall(call_id=call_id, program_id=one_call_program_id(call_id), prompt_tokens=16,
                             prompt_segments=[(f"bench:{call_id}", 16)], max_tokens=1,
                             reply_subject=f"{self._inbox}.{call_id}", tenant="bench")
         try:

@@ -7,11 +7,11 @@ NATS delivers an engine the updates of its own programs, not every program's in 
 
 An engine that takes a program's call for the first time has missed the updates published before
 it subscribed. If the client had seen calls of the program complete (`completed_calls_before`
-is not 0), the agent asks the table for the program's committed state once the subscription is in
+above 0, as the API counts them), the agent asks the table for the program's committed state once the subscription is in
 place (so no update falls between the two), and takes it unless an update or a local completion
 has already brought more. The call does not wait for that answer: until it comes, the call is
-ordered on what this engine knew, as before. A program seen with 0 completed calls starts empty
-here, which it is unless a parallel call completed on another engine in the moment before the
+ordered on what this engine knew, as before. A program seen with 0 completed calls (or sent with
+no count) starts empty here, which it is unless a parallel call completed on another engine in the moment before the
 subscription reached NATS; the next update of the program then brings it.
 
 One-call programs need none of this: their only update follows their only completion.
@@ -77,7 +77,7 @@ class ProgramUpdates:
         self.num_subscribed += 1
         for evicted_id, evicted in self._subscriptions.put(program_id, sub):
             self._unsubscribe(evicted_id, evicted)
-        if route.completed_calls_before != 0:
+        if route.completed_calls_before:  # None: the sender counts no order (not the API)
             task = asyncio.create_task(self._fetch(program_id, route.tenant))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

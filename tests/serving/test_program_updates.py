@@ -93,7 +93,7 @@ async def test_an_engine_new_to_a_program_takes_its_committed_state_from_the_tab
         await bus.close()
 
 
-async def test_a_fresh_program_is_not_looked_up_and_a_one_call_program_not_subscribed(stack):
+async def test_a_fresh_or_uncounted_program_is_not_looked_up_and_a_one_call_program_not_subscribed(stack):
     bus = await Bus.connect(stack.nats_url, service="engine_agent", connect_timeout_s=5.0)
     directory = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
 
@@ -106,10 +106,12 @@ async def test_a_fresh_program_is_not_looked_up_and_a_one_call_program_not_subsc
                             max_tokens=4, reply_subject="unused", completed_calls_before=0)
         one_call = m.RouteCall(call_id="o-1", program_id="call-o-1", tenant="acme", prompt_tokens=8, max_tokens=4,
                                reply_subject="unused")
-        await updates.hold(fresh)
-        await updates.hold(one_call)
+        uncounted = m.RouteCall(call_id="u-1", program_id="uncounted", tenant="acme", prompt_tokens=8,
+                                max_tokens=4, reply_subject="unused")  # a sender that counts no order
+        for route in (fresh, one_call, uncounted):
+            await updates.hold(route)
         await asyncio.sleep(0.2)
-        assert "fresh-session" in updates and "call-o-1" not in updates
+        assert "fresh-session" in updates and "uncounted" in updates and "call-o-1" not in updates
         assert updates.num_fetched == 0 and updates.num_fetch_failed == 0
     finally:
         await updates.stop()
