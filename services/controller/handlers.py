@@ -15,6 +15,7 @@ from shared.core.starvation import StarvationConfig
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.tasks import cancel_and_wait
 
 
 class ControllerService:
@@ -40,12 +41,7 @@ class ControllerService:
         self._loop = asyncio.create_task(self._decide_forever())
 
     async def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.cancel()
-            try:
-                await self._loop
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._loop)
 
     async def on_snapshot(self, msg: Incoming) -> None:
         now_s = time.monotonic()

@@ -7,49 +7,31 @@ import dataclasses
 import random
 import time
 
+from services.engine_agent.agent_base import AgentBase
 from services.engine_agent.calls import LiveCall, engine_call
-from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.metrics import metrics_for
-from services.engine_agent.program_updates import ProgramUpdates
-from services.engine_agent.resend import RecentEnds
 from services.engine_agent.stealing import STOLEN, can_give_up
 from services.engine_agent.stepper import RealTimeStepper
-from services.engine_agent.tenant_share import EngineTenantShare
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
 from shared.core.policy import SchedulingPolicy
 from shared.engine.api import CallCompletion, EngineCall, StepReport
 from shared.engine.program_directory import CachedProgramDirectory
-from shared.logging import get_logger
 from shared.protocol import messages as m
-from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 
 
-class EngineAgent:
+class EngineAgent(AgentBase):
     def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
                  directory: CachedProgramDirectory, stepper: RealTimeStepper, stream_interval_s: float = 0.0,
                  model_name: str = "") -> None:
-        self.bus = bus
-        self.engine_id = engine_id
-        self.backend = backend
-        self.policy = policy
-        self.directory = directory
+        super().__init__(bus, engine_id, backend, policy, directory, model_name or f"autellix-{backend}")
         self.stepper = stepper
         self.calls: dict[str, LiveCall] = {}
         self._seq = 0
-        self.started_at_ns = time.time_ns()
-        self.log = get_logger(engine_id=engine_id)
-        self.completions = CompletionPublisher(bus, self.log)
-        self.recent_ends = RecentEnds()  # sent again after a reconnect (resend.py)
-        self.num_completed = 0
-        self.model_name = model_name or f"autellix-{backend}"  # what clients send as `model`
         # tokens of one call produced within this interval of its last chunk ride in the next one
         self.stream_interval_s = stream_interval_s
         self.metrics = metrics_for(self)
-        self.draining = False  # drain.py: new calls are refused, held ones run to their end
-        self.tenant_share = EngineTenantShare()
-        self.program_updates = ProgramUpdates(bus, directory, self.take_update)  # its own programs' only
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -213,6 +195,4 @@ class EngineAgent:
     async def publish_state(self, interval_s: float, snapshot: bool) -> None:
         if self.tenant_share.lapse() is not None:
             self.stepper.engine.set_tenant_ranks({}, {}, missing_rank=0)
-        await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
-        if snapshot:
-            await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())
+        await self._send_state(interval_s, snapshot)

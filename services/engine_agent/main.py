@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 from pathlib import Path
 
 from services.engine_agent.backends import make_engine
 from services.engine_agent.drain import drain_calls
-from services.engine_agent.forget import subscribe_forgetting
 from services.engine_agent.handlers import EngineAgent
 from services.engine_agent.outbox import CompletionOutbox, OutboxInUse, default_dir, outbox_path
 from services.engine_agent.session_hints import attach_retention, on_session_closed, retention_config
 from services.engine_agent.settings import EngineAgentSettings
-from services.engine_agent.state_loop import serve_health, state_forever
+from services.engine_agent.state_loop import state_forever
 from services.engine_agent.stepper import RealTimeStepper
 from services.engine_agent.unique_id import (
     DuplicateEngineId,
@@ -32,6 +30,7 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.service_process import freeze_startup_heap, run_service
 from shared.signals import stop_on_signals
+from shared.tasks import cancel_and_wait
 
 
 class RunningAgent:
@@ -44,11 +43,7 @@ class RunningAgent:
 
     async def stop(self) -> None:
         self.agent.stepper.stop()
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self.tasks)
         await self.agent.drain(timeout_s=5.0)  # completions already made still reach JetStream
         await self.agent.program_updates.stop()
         await self.bus.close()
@@ -107,14 +102,7 @@ async def start_simulated_agent(settings: EngineAgentSettings) -> RunningAgent:
     if retention is not None:
         await bus.subscribe(subjects.events_of_type(m.SessionClosed), on_session_closed(retention),
                             types=(m.SessionClosed,))
-    await bus.subscribe(subjects.engine_commands(settings.engine_id), agent.on_command,
-                        types=(m.RunCall, m.CancelCall))
-    await bus.subscribe(subjects.tenant_shares(), agent.on_tenant_shares, types=(m.TenantShares,))
-    await bus.subscribe(subjects.events_of_type(m.ProgramPromoted), agent.on_promotion, types=(m.ProgramPromoted,))
-    # closed sessions leave every per-program cache
-    await subscribe_forgetting(bus, directory, engine, agent.program_updates)
-
-    await serve_health(bus, agent)
+    await agent.listen(forgets=engine)  # closed sessions leave every per-program cache
 
     tasks = [asyncio.create_task(stepper.run()), asyncio.create_task(state_forever(agent, settings))]
     await agent.publish_state(settings.heartbeat_interval_s, snapshot=False)  # join the router's table now

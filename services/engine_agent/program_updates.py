@@ -33,6 +33,7 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ProtocolError
 from shared.protocol.programs import is_one_call_program
+from shared.tasks import cancel_and_wait
 
 UpdateTaker = Callable[[m.ProgramServiceUpdated], Awaitable[None]]
 
@@ -89,9 +90,7 @@ class ProgramUpdates:
             self._unsubscribe(program_id, sub)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
 
     async def _on_update(self, msg: Incoming) -> None:
         await self.take_update(msg.body)

@@ -37,7 +37,7 @@ async def start_upstream_agent(settings: EngineAgentSettings) -> RunningRealAgen
         raise
     agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, serving.served_model_name,
                             backend="upstream")
-    tasks = await wire_real_agent(bus, agent, directory, settings)
+    tasks = await wire_real_agent(bus, agent, settings)
     serving.tenant_class_of = agent.tenant_share.class_of
     tasks.append(asyncio.create_task(scrape_forever(serving, settings.engine_upstream_scrape_interval_s)))
     get_logger(engine_id=settings.engine_id).info(

@@ -22,11 +22,8 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from services.engine_agent.agent_base import AgentBase
 from services.engine_agent.calls import checked_estimate
-from services.engine_agent.completions import CompletionPublisher
-from services.engine_agent.program_updates import ProgramUpdates
-from services.engine_agent.resend import RecentEnds
-from services.engine_agent.tenant_share import EngineTenantShare
 from shared import tracing
 from shared.bus.bus import Bus
 from shared.bus.incoming import Incoming
@@ -35,9 +32,7 @@ from shared.engine.api import CallCompletion
 from shared.engine.capabilities import Capability
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.program_meta import FLAT_PREFIX, flat_program_args
-from shared.logging import get_logger
 from shared.protocol import messages as m
-from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
 from shared.protocol.ids import DEFAULT_TENANT_ID
 
@@ -68,24 +63,14 @@ class VllmCall:
         return index
 
 
-class VllmEngineAgent:
+class VllmEngineAgent(AgentBase):
     capabilities = frozenset({Capability.FORGET_SESSIONS})  # a closed session leaves the engine core
 
     def __init__(self, bus: Bus, engine_id: str, policy: SchedulingPolicy, directory: CachedProgramDirectory,
                  serving, model_name: str, backend: str = "vllm") -> None:
-        self.bus = bus
-        self.engine_id = engine_id
-        self.backend = backend
-        self.policy = policy
-        self.directory = directory
+        super().__init__(bus, engine_id, backend, policy, directory, model_name)
         self.serving = serving
-        self.model_name = model_name
         self.calls: dict[str, VllmCall] = {}
-        self.started_at_ns = time.time_ns()
-        self.log = get_logger(engine_id=engine_id)
-        self.completions = CompletionPublisher(bus, self.log)
-        self.recent_ends = RecentEnds()  # sent again after a reconnect (resend.py)
-        self.num_completed = 0
         self._ops: list[tuple] = []
         self._ops_flush: asyncio.Task | None = None
         self._records: dict[str, dict] = {}  # call id -> accounting record not yet claimed
@@ -93,9 +78,6 @@ class VllmEngineAgent:
         self._drain_wanted = asyncio.Event()
         self._last_drain_s = time.monotonic()
         self._load: dict = {}
-        self.draining = False  # drain.py: new calls are refused, held ones run to their end
-        self.tenant_share = EngineTenantShare()
-        self.program_updates = ProgramUpdates(bus, directory, self.take_update)  # its own programs' only
 
     # --- commands ------------------------------------------------------------------------------
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
@@ -353,9 +335,7 @@ class VllmEngineAgent:
         self._drain_wanted.set()
         if not self.serving.healthy:  # an upstream whose /metrics cannot be read: no calls placed here
             return
-        await self.bus.publish(subjects.engine_heartbeat(self.engine_id), self.heartbeat(interval_s))
-        if snapshot:
-            await self.bus.publish(subjects.engine_queue(self.engine_id), self.queue_snapshot())
+        await self._send_state(interval_s, snapshot)
 
     async def stop(self, timeout_s: float) -> None:
         tasks = [c.task for c in self.calls.values() if c.task is not None]

@@ -56,7 +56,7 @@ async def start_vllm_agent(settings: EngineAgentSettings) -> RunningRealAgent:
         await serving.stop()
         raise
     agent = VllmEngineAgent(bus, settings.engine_id, policy, directory, serving, config.served_model_name)
-    tasks = await wire_real_agent(bus, agent, directory, settings)
+    tasks = await wire_real_agent(bus, agent, settings)
     log.info("engine_agent_started", backend="vllm", policy=policy.name.value, model=config.model,
              served_model_name=config.served_model_name, max_model_len=serving.max_model_len)
     return RunningRealAgent(bus, agent, serving, tasks)

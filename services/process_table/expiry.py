@@ -6,6 +6,7 @@ import asyncio
 from typing import Protocol
 
 from shared.logging import get_logger
+from shared.tasks import cancel_and_wait
 
 
 class _Expirer(Protocol):
@@ -24,13 +25,8 @@ class IdleSweeper:
         self._task = asyncio.create_task(self._run(), name="process_table:idle_sweeper")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

@@ -13,7 +13,6 @@ within a second, and its buckets start full.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 
@@ -24,6 +23,7 @@ from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+from shared.tasks import cancel_and_wait
 
 SILENT_WORKER_S = 5.0  # workers send their count every second (services/session_api/shared_limits.py)
 SWEEP_S = 1.0
@@ -82,10 +82,7 @@ class TenantLimitOwner:
         return self
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        await cancel_and_wait(self._sweeper)
 
     async def on_message(self, incoming: Incoming) -> m.CallsAdmitted | m.ErrorReply | None:
         msg = incoming.body

@@ -27,6 +27,7 @@ from starlette.requests import Request
 
 from services.session_api.deps import current_tenant
 from services.session_api.errors import ApiError, api_error_response
+from shared.asgi_body import body_then
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
@@ -120,7 +121,7 @@ class RequestGuard:
             return
         if parsed is not None:
             scope[PARSED_JSON] = parsed
-        await self.app(scope, _replayed(body, receive), send)
+        await self.app(scope, body_then(body, receive), send)
 
     def _check_length(self, scope: Scope) -> None:
         raw = _header(scope, b"content-length")
@@ -183,13 +184,3 @@ class RequestGuard:
                     "(MAX_JSON_DEPTH)", "json_too_deep")
 
 
-def _replayed(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-    return replay

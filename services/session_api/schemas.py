@@ -102,14 +102,20 @@ class ChatChoice(BaseModel):
     logprobs: None = None
 
 
-class ChatCompletion(BaseModel):
+class _Answer(BaseModel):
+    """A whole (not streamed) answer of either completions endpoint."""
     id: str
-    object: Literal["chat.completion"] = "chat.completion"
+    object: str
     created: int
     model: str
-    choices: list[ChatChoice]
+    choices: list
     usage: Usage
     session_id: str | None = None  # Autellix: the program this call belonged to
+
+
+class ChatCompletion(_Answer):
+    object: Literal["chat.completion"] = "chat.completion"
+    choices: list[ChatChoice]
 
 
 class CompletionChoice(BaseModel):
@@ -119,14 +125,9 @@ class CompletionChoice(BaseModel):
     logprobs: None = None
 
 
-class Completion(BaseModel):
-    id: str
+class Completion(_Answer):
     object: Literal["text_completion"] = "text_completion"
-    created: int
-    model: str
     choices: list[CompletionChoice]
-    usage: Usage
-    session_id: str | None = None
 
 
 class ModelCard(BaseModel):

@@ -22,7 +22,6 @@ to N times them over N workers), asks again after OWNER_RETRY_S, and says so in 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import defaultdict
 
@@ -35,6 +34,7 @@ from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ProtocolError
+from shared.tasks import cancel_and_wait
 
 SNAPSHOT_S = 1.0  # the owner forgets a worker silent for 5 s
 OWNER_RETRY_S = 1.0  # after the owner failed to answer, calls are decided here this long before asking again
@@ -85,10 +85,7 @@ class SharedCallLimiter:
         return self
 
     async def close(self) -> None:
-        if self._snapshots is not None:
-            self._snapshots.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._snapshots
+        await cancel_and_wait(self._snapshots)
 
     def in_flight(self, tenant: str) -> int:
         return self._by_tenant.get(tenant, 0)

@@ -33,6 +33,7 @@ from shared.bus.unavailable import JETSTREAM_WAIT_S, retry_while_unavailable
 from shared.logging import get_logger
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from shared.bus.bus import Bus
@@ -107,10 +108,8 @@ class PullConsumer:
         """Stop and unsubscribe; returns what was buffered and never taken (the owner naks it or
         lets it come back after ack_wait)."""
         self.halt()
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)
-            self._pump = None
+        await cancel_and_wait(self._pump)
+        self._pump = None
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()

@@ -22,6 +22,7 @@ from prometheus_client import Counter, Gauge
 
 from shared.logging import get_logger
 from shared.lru import LRU
+from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from nats.js.client import JetStreamContext
@@ -143,10 +144,8 @@ class ResendingPublisher:
         deadline = time.monotonic() + timeout_s
         while self._pending and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
-            self._sweeper = None
+        await cancel_and_wait(self._sweeper)
+        self._sweeper = None
         for msg_id, entry in list(self._pending.items()):
             self._pending.pop(msg_id)
             self._drop(entry, "closed", "publisher closed")

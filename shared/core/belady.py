@@ -163,6 +163,20 @@ def next_use_indices(blocks: Sequence[Hashable]) -> list[float]:
     return out
 
 
+class _Misses:
+    """A replay's misses, and how many of them were a block's first use (compulsory)."""
+
+    def __init__(self) -> None:
+        self.misses = self.compulsory = 0
+        self._seen: set[Hashable] = set()
+
+    def count(self, block: Hashable) -> None:
+        self.misses += 1
+        if block not in self._seen:
+            self.compulsory += 1
+            self._seen.add(block)
+
+
 def replay_belady(trace: BlockTrace) -> PolicyResult:
     """Offline optimum (MIN): on a miss with a full cache evict the block used farthest ahead.
 
@@ -172,14 +186,10 @@ def replay_belady(trace: BlockTrace) -> PolicyResult:
     nxt = next_use_indices(blocks)
     resident: dict[Hashable, float] = {}  # block -> its next use
     heap: list[tuple[float, int]] = []
-    seen: set[Hashable] = set()
-    misses = compulsory = 0
+    counted = _Misses()
     for i, b in enumerate(blocks):
         if b not in resident:
-            misses += 1
-            if b not in seen:
-                compulsory += 1
-                seen.add(b)
+            counted.count(b)
             if len(resident) >= trace.capacity_blocks:
                 while True:
                     neg_next, j = heapq.heappop(heap)
@@ -189,7 +199,7 @@ def replay_belady(trace: BlockTrace) -> PolicyResult:
                         break
         resident[b] = nxt[i]
         heapq.heappush(heap, (-nxt[i], i))
-    return PolicyResult("belady", len(blocks), misses, compulsory)
+    return PolicyResult("belady", len(blocks), counted.misses, counted.compulsory)
 
 
 def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
@@ -207,9 +217,9 @@ def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
     held: dict[int, dict[Hashable, None]] = {}  # running call -> blocks it references
     free_heap: list[tuple[float, int, Hashable]] = []  # unreferenced candidates (lazy)
     all_heap: list[tuple[float, int, Hashable]] = []  # every resident block (lazy), forced evictions
-    seen: set[Hashable] = set()
+    counted = _Misses()
     started: set[int] = set()
-    misses = compulsory = forced = serial = 0
+    forced = serial = 0
 
     def push(b: Hashable, heap: list) -> None:
         nonlocal serial
@@ -247,10 +257,7 @@ def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
                 if cached in resident:
                     ref(c, cached)
         if b not in resident:
-            misses += 1
-            if b not in seen:
-                compulsory += 1
-                seen.add(b)
+            counted.count(b)
             if len(resident) >= trace.capacity_blocks:
                 evict()
         resident[b] = nxt[i]
@@ -263,25 +270,21 @@ def replay_belady_pinned(trace: BlockTrace) -> PolicyResult:
                     del refs[x]
                     if x in resident:
                         push(x, free_heap)
-    return PolicyResult("belady-pinned", len(blocks), misses, compulsory, forced)
+    return PolicyResult("belady-pinned", len(blocks), counted.misses, counted.compulsory, forced)
 
 
 def replay_lru(trace: BlockTrace) -> PolicyResult:
     """Plain LRU over blocks, references ignored. O(n)."""
     lru: LRU[Hashable, None] = LRU(trace.capacity_blocks)
-    seen: set[Hashable] = set()
-    misses = compulsory = 0
+    counted = _Misses()
     for a in trace.accesses:
         b = a.block_id
         if b in lru:
             lru.touch(b)
             continue
-        misses += 1
-        if b not in seen:
-            compulsory += 1
-            seen.add(b)
+        counted.count(b)
         lru.put(b, None)
-    return PolicyResult("lru", len(trace.accesses), misses, compulsory)
+    return PolicyResult("lru", len(trace.accesses), counted.misses, counted.compulsory)
 
 
 class _ReferencedCache:
@@ -372,8 +375,7 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
     table = RetentionTable(trace.capacity_blocks, retention) if retention else None
     started: set[int] = set()
     pause: dict[str, tuple[float, str]] = {}  # session -> (its last call's end, declared tool)
-    seen: set[Hashable] = set()
-    misses = compulsory = 0
+    counted = _Misses()
     for i, a in enumerate(trace.accesses):
         b, c, now_s = a.block_id, a.call_id, a.time_s
         info = trace.calls.get(c)
@@ -397,10 +399,7 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
         if b in cache.resident:
             cache.resident.move_to_end(b)
         else:
-            misses += 1
-            if b not in seen:
-                compulsory += 1
-                seen.add(b)
+            counted.count(b)
             while len(cache.resident) >= cache.capacity:
                 if cache.evict_free():
                     continue
@@ -414,8 +413,8 @@ def _replay_referenced(trace: BlockTrace, retention: RetentionConfig | None,
         cache.own(("c", c), b)
         if last_index[c] == i:
             _end_call(cache, table, tools, pause, c, info, now_s)
-    return PolicyResult(name if table is not None else "prefix-lru", len(trace.accesses), misses,
-                        compulsory, cache.forced)
+    return PolicyResult(name if table is not None else "prefix-lru", len(trace.accesses), counted.misses,
+                        counted.compulsory, cache.forced)
 
 
 def _end_call(cache: _ReferencedCache, table: RetentionTable | None, tools: ToolProfiles | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Generic, TypeVar, overload
 
 from shared.core.mlfq import MlfqConfig
 from shared.core.policies import registry
@@ -19,6 +20,7 @@ __all__ = ["CallView", "PolicyName", "PriorityKey", "SchedulingPolicy", "parse_p
 
 PolicyName = StrEnum("PolicyName", [(p.name.upper(), p.name) for p in registry.BUILTIN])
 _BUILTIN_NAMES = frozenset(p.value for p in PolicyName)
+T = TypeVar("T")
 
 
 def parse_policy(name: str) -> PolicyName | str:
@@ -26,6 +28,20 @@ def parse_policy(name: str) -> PolicyName | str:
     valid names otherwise."""
     found = registry.get(name).name
     return PolicyName(found) if found in _BUILTIN_NAMES else found
+
+
+class _OfPolicy(Generic[T]):
+    """A read-only attribute of the bound policy plug-in, read through by its own name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _OfPolicy[T]: ...
+    @overload
+    def __get__(self, obj: SchedulingPolicy, owner: type) -> T: ...
+    def __get__(self, obj, owner):
+        return self if obj is None else getattr(obj.impl, self.name)
 
 
 @dataclass(frozen=True)
@@ -39,33 +55,13 @@ class SchedulingPolicy:
         object.__setattr__(self, "impl", registry.get(self.name))
 
     # what the policy is (see `Policy` for each)
-    @property
-    def aggregation(self) -> ServiceAggregation:
-        return self.impl.aggregation
-
-    @property
-    def preemptive(self) -> bool:
-        return self.impl.preemptive
-
-    @property
-    def program_aware(self) -> bool:
-        return self.impl.program_aware
-
-    @property
-    def has_levels(self) -> bool:
-        return self.impl.has_levels
-
-    @property
-    def static_key(self) -> bool:
-        return self.impl.static_key
-
-    @property
-    def inputs(self) -> frozenset[str]:
-        return self.impl.inputs
-
-    @property
-    def description(self) -> str:
-        return self.impl.description
+    aggregation = _OfPolicy[ServiceAggregation]()
+    preemptive = _OfPolicy[bool]()
+    program_aware = _OfPolicy[bool]()
+    has_levels = _OfPolicy[bool]()
+    static_key = _OfPolicy[bool]()
+    inputs = _OfPolicy[frozenset[str]]()
+    description = _OfPolicy[str]()
 
     # what it decides
     def key(self, call: CallView) -> PriorityKey:

@@ -31,6 +31,7 @@ from vllm.entrypoints.launchers.app import build_app  # noqa: E402
 from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 
+from shared.asgi_body import body_then  # noqa: E402
 from shared.engine.program_sched import CONFIG_KEY  # noqa: E402
 from shared.engine.vllm_adapter import SCHEDULER_CALL, scheduler_qualname  # noqa: E402
 from shared.engine.vllm_ops import scheduler_op  # noqa: E402
@@ -119,15 +120,11 @@ class VllmServing:
         writes them. Closing the iterator early is a client disconnect: vLLM aborts the request."""
         answer = HttpAnswer()
         disconnected = asyncio.Event()
-        body_sent = False
 
-        async def receive() -> dict:
-            nonlocal body_sent
-            if not body_sent:
-                body_sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
+        async def client_gone() -> dict:
             await disconnected.wait()
             return {"type": "http.disconnect"}
+        receive = body_then(body, client_gone)
 
         async def send(message: dict) -> None:
             if message["type"] == "http.response.start":

@@ -1,6 +1,6 @@
 """Typed dataclass <-> msgpack, on msgspec, with validation and wire bounds on the way in.
 
-Every message type is a dataclass registered with `@message("type.name")`. Fields are encoded by
+Every message type is a `Message` dataclass declared with `@message("type.name")`. Fields are encoded by
 name (a map), so adding a field (always with a default) never breaks an older reader; unknown
 fields are ignored for the same reason. msgspec checks every field against its annotation in C
 (an int is a valid float; a bool is not an int); then every number and id is held to its bound
@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -32,18 +32,37 @@ T = TypeVar("T")
 MESSAGE_TYPES: dict[str, type] = {}
 _STRUCTS: set[type] = set()  # every registered dataclass, messages and nested structs
 
+# every registered class: keyword-only fields (so a default may precede a required one) and no
+# per-instance dict
+_wire = dataclasses.dataclass(kw_only=True, slots=True)
+
+
+class Message:
+    """Base of every top-level message; `TYPE` is its wire name, set by `@message`."""
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+
+def message_base(cls: type[T]) -> type[T]:
+    """Declare the fields several messages share, first on the wire; a base is never sent itself."""
+    return _wire(cls)
+
+
 def wire_struct(cls: type[T]) -> type[T]:
-    """Register a dataclass nested inside messages (e.g. one waiting call of a queue snapshot)."""
+    """Declare and register a dataclass nested inside messages (e.g. one waiting call of a queue
+    snapshot)."""
+    cls = _wire(cls)
     _STRUCTS.add(cls)
     return cls
 
 
 def message(type_name: str) -> Callable[[type[T]], type[T]]:
-    """Register a top-level message type under its wire name."""
+    """Declare a top-level message type (a `Message` subclass) and register it under its wire name."""
 
     def register(cls: type[T]) -> type[T]:
         if type_name in MESSAGE_TYPES:
             raise TypeError(f"message type {type_name!r} registered twice")
+        cls = _wire(cls)
         cls.TYPE = type_name  # type: ignore[attr-defined]
         MESSAGE_TYPES[type_name] = cls
         _STRUCTS.add(cls)

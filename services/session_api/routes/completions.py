@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
@@ -56,24 +57,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     served = gateway.resolve_model(body.model)
     if served.real:
         return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
-    prepared, stream = await _start_simulated(body, request, tenant.name, served.backend, gateway, settings,
-                                              prepare_chat)
-    created = int(time.time())
-    cid = f"chatcmpl-{prepared.call_id}"
-    if body.stream:
-        def chunk(delta: dict, finish: str | None) -> dict:
-            return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-        first = chunk({"role": "assistant", "content": ""}, None)
-        return report_notes(_sse(stream, prepared, gateway, "chat", first, lambda text: chunk({"content": text}, None),
-                    lambda finish: chunk({}, finish), body.include_usage_in_stream,
-                    {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body.model,
-                     "choices": []}), prepared)
-    text, finish = await _collect(stream, prepared, gateway, "chat")
-    return report_notes(_json(ChatCompletion(
-        id=cid, created=created, model=body.model, session_id=prepared.session_id,
-        choices=[ChatChoice(message=ChatChoiceMessage(content=text), finish_reason=finish)],
-        usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
+    return await _serve_simulated(body, request, tenant.name, served.backend, gateway, settings, _CHAT)
 
 
 @router.post("/completions", response_model=Completion, responses={**_ERRORS, **_IN_SESSION})
@@ -82,23 +66,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: Current
     served = gateway.resolve_model(body.model)
     if served.real:
         return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
-    prepared, stream = await _start_simulated(body, request, tenant.name, served.backend, gateway, settings,
-                                              prepare_completion)
-    created = int(time.time())
-    cid = f"cmpl-{prepared.call_id}"
-    if body.stream:
-        def chunk(text: str, finish: str | None) -> dict:
-            return {"id": cid, "object": "text_completion", "created": created, "model": body.model,
-                    "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
-        return report_notes(_sse(stream, prepared, gateway, "completions", None, lambda text: chunk(text, None),
-                    lambda finish: chunk("", finish), body.include_usage_in_stream,
-                    {"id": cid, "object": "text_completion", "created": created, "model": body.model,
-                     "choices": []}), prepared)
-    text, finish = await _collect(stream, prepared, gateway, "completions")
-    return report_notes(_json(Completion(
-        id=cid, created=created, model=body.model, session_id=prepared.session_id,
-        choices=[CompletionChoice(text=text, finish_reason=finish)],
-        usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
+    return await _serve_simulated(body, request, tenant.name, served.backend, gateway, settings, _TEXT)
 
 
 @router.post("/responses", responses={**_ERRORS, **_STREAMED})
@@ -111,14 +79,52 @@ async def responses(body: ResponsesRequest, request: Request, tenant: CurrentTen
     return await relay.serve(request, body, RESPONSES, served, tenant.name, gateway, settings)
 
 
-async def _start_simulated(body, request: Request, tenant: str, backend: str, gateway, settings,
-                           prepare: Callable[..., PreparedCall]) -> tuple[PreparedCall, CallStream]:
-    """A simulated model's call: refuse the fields it cannot honour, then place it."""
+@dataclass(frozen=True)
+class _AnswerShape:
+    """How a simulated model's answer is written for one endpoint, whole or streamed."""
+    endpoint: str  # the metrics label
+    id_prefix: str
+    chunk_object: str
+    prepare: Callable[..., PreparedCall]
+    content: Callable[[str | None], dict]  # a streamed choice's content: its text, or None at the end
+    opening: dict | None  # the content of a chunk sent before the first token, if any
+    answer: type[ChatCompletion] | type[Completion]
+    choice: Callable[[str, str], ChatChoice | CompletionChoice]  # the whole answer's choice: text, finish
+
+
+_CHAT = _AnswerShape("chat", "chatcmpl", "chat.completion.chunk", prepare_chat,
+                     content=lambda text: {"delta": {} if text is None else {"content": text}},
+                     opening={"delta": {"role": "assistant", "content": ""}}, answer=ChatCompletion,
+                     choice=lambda text, finish: ChatChoice(message=ChatChoiceMessage(content=text),
+                                                            finish_reason=finish))
+_TEXT = _AnswerShape("completions", "cmpl", "text_completion", prepare_completion,
+                     content=lambda text: {"text": text or ""}, opening=None, answer=Completion,
+                     choice=lambda text, finish: CompletionChoice(text=text, finish_reason=finish))
+
+
+async def _serve_simulated(body, request: Request, tenant: str, backend: str, gateway, settings,
+                           shape: _AnswerShape) -> Response:
+    """A simulated model's call: refuse the fields it cannot honour, place it, and answer."""
     refuse_unhonoured(body, backend)
-    prepared = prepare(request, body, settings, gateway.outputs, tenant, gateway.salts.segment_salt(tenant))
+    prepared = shape.prepare(request, body, settings, gateway.outputs, tenant, gateway.salts.segment_salt(tenant))
     stream = await gateway.start_call(tenant, prepared, body.model, client_streams=body.stream,
                                       allow_redispatch=recovery.allows_redispatch(request))
-    return prepared, stream
+    created = int(time.time())
+    cid = f"{shape.id_prefix}-{prepared.call_id}"
+    if body.stream:
+        def chunk(content: dict | None, finish: str | None) -> dict:
+            choices = [] if content is None else [{"index": 0, **content, "finish_reason": finish, "logprobs": None}]
+            return {"id": cid, "object": shape.chunk_object, "created": created, "model": body.model,
+                    "choices": choices}
+        first = None if shape.opening is None else chunk(shape.opening, None)
+        return report_notes(_sse(stream, prepared, gateway, shape.endpoint, first,
+                                 lambda text: chunk(shape.content(text), None),
+                                 lambda finish: chunk(shape.content(None), finish), body.include_usage_in_stream,
+                                 chunk(None, None)), prepared)
+    text, finish = await _collect(stream, prepared, gateway, shape.endpoint)
+    return report_notes(_json(shape.answer(
+        id=cid, created=created, model=body.model, session_id=prepared.session_id, choices=[shape.choice(text, finish)],
+        usage=_usage(prepared.prompt_tokens, stream.output_tokens, stream.cached_tokens))), prepared)
 
 
 def _json(body: BaseModel) -> Response:

@@ -2,33 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
-from shared.protocol.codec import message
-
-_wire = dataclass(kw_only=True, slots=True)  # every message: keyword-only fields, no per-instance dict
-
+from shared.protocol.codec import Message, message, message_base
 
 # (segment id, tokens): the engine API's prompt segment; equal ids mean equal tokens (KV prefix)
 PromptSegment = tuple[str, int]
 
 
+@message_base
+class CallInThread(Message):
+    """The fields that place a call in its program: the program (session), the thread it runs in
+    and the thread that forked it (ATLAS's critical path), and the tenant."""
+    call_id: str
+    program_id: str
+    thread_id: str = "main"
+    parent_thread_id: str | None = None
+    tenant: str = ""
+
+
+@message_base
+class CallOnEngine(Message):
+    """The fields of an event about a call on one engine."""
+    call_id: str
+    program_id: str
+    engine_id: str
+
+
 @message("router.route_call")
-@_wire
-class RouteCall:
+class RouteCall(CallInThread):
     """Command to the router queue group: place one LLM call on an engine.
 
     The prompt is given as text, token ids, or both; `prompt_tokens` is always the count.
     `prompt_segments` (optional) lets a modeled engine compute prefix-cache hits.
     Tokens stream back as `TokenChunk`s on `reply_subject` (core NATS; last chunk has done=True).
     """
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    thread_id: str = "main"
-    parent_thread_id: str | None = None
-    tenant: str = ""
     prompt_text: str = ""
     prompt_token_ids: list[int] = field(default_factory=list)
     prompt_tokens: int
@@ -63,10 +71,8 @@ class RouteCall:
 
 
 @message("engine.run_call")
-@_wire
-class RunCall:
+class RunCall(Message):
     """Command to `engine.<id>`: the routed call (the router's decision travels with it)."""
-    TYPE: ClassVar[str]
     call: RouteCall
     engine_id: str
     route_reason: str = ""
@@ -74,24 +80,15 @@ class RunCall:
 
 
 @message("engine.cancel_call")
-@_wire
-class CancelCall:
+class CancelCall(Message):
     """Command to `engine.<id>`: abort a call (client went away); the engine ends its token stream."""
-    TYPE: ClassVar[str]
     call_id: str
     reason: str = "client_disconnected"
 
 
 @message("call.submitted")
-@_wire
-class CallSubmitted:
+class CallSubmitted(CallInThread):
     """Event (audit): a call entered the mesh."""
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    thread_id: str = "main"
-    parent_thread_id: str | None = None
-    tenant: str = ""
     prompt_tokens: int = 0
     max_tokens: int = 0
     stream: bool = False
@@ -99,24 +96,14 @@ class CallSubmitted:
 
 
 @message("call.routed")
-@_wire
-class CallRouted:
+class CallRouted(CallOnEngine):
     """Event (audit): the router chose an engine."""
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    engine_id: str
     reason: str = ""
 
 
 @message("call.started")
-@_wire
-class CallStarted:
+class CallStarted(CallOnEngine):
     """Event (audit): the call entered the running batch for the first time."""
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    engine_id: str
     thread_id: str = "main"
     wait_s: float = 0.0
     level: int = 0
@@ -124,31 +111,19 @@ class CallStarted:
 
 
 @message("call.preempted")
-@_wire
-class CallPreempted:
+class CallPreempted(CallOnEngine):
     """Event (audit): the call left the running batch for a better one (or KV ran out)."""
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    engine_id: str
     service_s: float = 0.0  # attained so far
     reason: str = ""
 
 
 @message("call.completed")
-@_wire
-class CallCompleted:
+class CallCompleted(CallInThread):
     """Event (audit + durable consumer of the process table): the call finished.
 
     Fields mirror `shared.engine.api.CallCompletion`; the process table folds them into the
     program's ledger, idempotently by `call_id`.
     """
-    TYPE: ClassVar[str]
-    call_id: str
-    program_id: str
-    thread_id: str = "main"
-    parent_thread_id: str | None = None
-    tenant: str = ""
     engine_id: str
     service_s: float
     wait_s: float
@@ -167,14 +142,12 @@ class CallCompleted:
 
 
 @message("call.tokens")
-@_wire
-class TokenChunk:
+class TokenChunk(Message):
     """A piece of a call's token stream (core NATS on the call's reply subject).
 
     `index` counts chunks from 0 so a reader can detect loss; the stream ends with `done=True`
     (finish_reason says why; an error carries code + description).
     """
-    TYPE: ClassVar[str]
     call_id: str
     index: int
     token_ids: list[int] = field(default_factory=list)

@@ -4,19 +4,14 @@ router), an engine's load and queue (engine_agent -> router, controller), the te
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
-from shared.protocol.codec import message, wire_struct
-
-_wire = dataclass(kw_only=True, slots=True)  # every message: keyword-only fields, no per-instance dict
+from shared.protocol.codec import Message, message, wire_struct
 
 
 @message("program.service_updated")
-@_wire
-class ProgramServiceUpdated:
+class ProgramServiceUpdated(Message):
     """Event (core NATS): a program's ledger after folding in completions."""
-    TYPE: ClassVar[str]
     program_id: str
     service_s: float  # S_p
     wait_s: float  # W_p
@@ -27,10 +22,8 @@ class ProgramServiceUpdated:
 
 
 @message("program.promoted")
-@_wire
-class ProgramPromoted:
+class ProgramPromoted(Message):
     """Event (audit; engines listen too): anti-starvation promotion, W and S reset."""
-    TYPE: ClassVar[str]
     program_id: str
     epoch: int  # the epoch after the reset
     ratio: float = 0.0  # (W_p + w) / (S_p + t) that triggered it
@@ -38,10 +31,8 @@ class ProgramPromoted:
 
 
 @message("engine.heartbeat")
-@_wire
-class EngineHeartbeat:
+class EngineHeartbeat(Message):
     """Event (core NATS, periodic): liveness and load of one engine."""
-    TYPE: ClassVar[str]
     engine_id: str
     backend: str = ""
     queue_depth: int = 0  # waiting calls
@@ -61,7 +52,6 @@ class EngineHeartbeat:
 
 
 @wire_struct
-@_wire
 class WaitingCall:
     call_id: str
     program_id: str
@@ -72,10 +62,8 @@ class WaitingCall:
 
 
 @message("engine.queue_snapshot")
-@_wire
-class EngineQueueSnapshot:
+class EngineQueueSnapshot(Message):
     """Event (core NATS, periodic): the waiting calls of one engine, for the controller."""
-    TYPE: ClassVar[str]
     engine_id: str
     taken_at_ns: int = 0
     waiting: list[WaitingCall] = field(default_factory=list)
@@ -86,12 +74,10 @@ class EngineQueueSnapshot:
 
 
 @message("tenant.shares")
-@_wire
-class TenantShares:
+class TenantShares(Message):
     """Event (core NATS, periodic; controller -> engines): the tenants whose calls go behind the
     others' (classes 1-16, the higher the further behind; a tenant not listed is class 0), and each
     active tenant's decayed service."""
-    TYPE: ClassVar[str]
     classes: dict[str, int] = field(default_factory=dict)
     service_s: dict[str, float] = field(default_factory=dict)
     half_life_s: float = 0.0

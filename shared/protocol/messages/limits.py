@@ -3,20 +3,15 @@ table) and the notes one worker's caches share with the others."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
-from shared.protocol.codec import message
-
-_wire = dataclass(kw_only=True, slots=True)  # every message: keyword-only fields, no per-instance dict
+from shared.protocol.codec import Message, message
 
 
 @message("limits.admit_calls")
-@_wire
-class AdmitCalls:
+class AdmitCalls(Message):
     """Request: may these calls start? One tenant per call; the reply is `CallsAdmitted`. The
     limits travel with the request, so the API's settings stay the one place they are set."""
-    TYPE: ClassVar[str]
     worker_id: str
     seq: int  # the worker's batch number, increasing
     tenants: list[str]
@@ -26,21 +21,17 @@ class AdmitCalls:
 
 
 @message("limits.calls_admitted")
-@_wire
-class CallsAdmitted:
+class CallsAdmitted(Message):
     """Reply: per call of the batch, "" (admitted) or the refusal's code, and when to retry."""
-    TYPE: ClassVar[str]
     refused: list[str]
     retry_after_s: list[float]
     in_flight: list[int] = field(default_factory=list)  # the tenant's calls in flight when decided
 
 
 @message("limits.usage")
-@_wire
-class LimitUsage:
+class LimitUsage(Message):
     """Event from one API worker: calls it has released since its last message and, now and then,
     its whole count (`in_flight`, with the batches it still waits on) to correct the owner's."""
-    TYPE: ClassVar[str]
     worker_id: str
     released: dict[str, int] = field(default_factory=dict)
     in_flight: dict[str, int] | None = None  # None: only releases
@@ -48,11 +39,9 @@ class LimitUsage:
 
 
 @message("api.peer_notes")
-@_wire
-class ApiPeerNotes:
+class ApiPeerNotes(Message):
     """Event (core NATS, every session_api worker): what one worker's caches learned that the
     others' need (services/session_api/peer_notes.py)."""
-    TYPE: ClassVar[str]
     worker_id: str
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (assistant segment id, call id)
     completed: list[str] = field(default_factory=list)  # program ids, one per call answered

@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from shared.protocol.codec import message
+from shared.protocol.codec import Message, message
 from shared.protocol.errors import ErrorCode
-
-_wire = dataclass(kw_only=True, slots=True)  # every message: keyword-only fields, no per-instance dict
 
 
 @message("reply.error")
-@_wire
-class ErrorReply:
+class ErrorReply(Message):
     """Reply to any request that failed: a code (`ErrorCode`) and a human description."""
-    TYPE: ClassVar[str]
     code: str
     description: str = ""
 
 
 @message("reply.ok")
-@_wire
-class OkReply:
-    TYPE: ClassVar[str]
+class OkReply(Message):
     detail: str = ""
 
 
 @message("error.raised")
-@_wire
-class ErrorRaised:
+class ErrorRaised(Message):
     """Event (core NATS on `errors.<service>`): a message was rejected or a handler failed."""
-    TYPE: ClassVar[str]
     service: str
     code: str
     description: str
@@ -40,21 +29,17 @@ class ErrorRaised:
 
 
 @message("health.check")
-@_wire
-class HealthCheck:
-    TYPE: ClassVar[str]
+class HealthCheck(Message):
+    """Request: is the service up (reply `HealthStatus`)."""
 
 
 @message("health.status")
-@_wire
-class HealthStatus:
-    TYPE: ClassVar[str]
+class HealthStatus(Message):
     service: str
     instance_id: str
     ok: bool = True
     detail: str = ""
     started_at_ns: int = 0
-
 
 
 def error_reply(code: ErrorCode, description: str) -> ErrorReply:

@@ -2,75 +2,56 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
-from shared.protocol.codec import message
+from shared.protocol.codec import Message, message, message_base
 
-_wire = dataclass(kw_only=True, slots=True)  # every message: keyword-only fields, no per-instance dict
+
+@message_base
+class InSession(Message):
+    """The fields of a message about one tenant's session: a session id names a session only
+    within its tenant."""
+    session_id: str
+    tenant: str
 
 
 @message("session.open")
-@_wire
-class OpenSession:
+class OpenSession(InSession):
     """Command: create a session (request/reply; the reply is `SessionOpened` or `ErrorReply`)."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     name: str = ""
     workload_class: str = ""
 
 
 @message("session.close")
-@_wire
-class CloseSession:
+class CloseSession(InSession):
     """Command: end a session (reply `SessionClosed` or `ErrorReply` not_found/conflict)."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     reason: str = "client"  # "client" | "idle_ttl"
 
 
 @message("session.lookup")
-@_wire
-class LookupSession:
+class LookupSession(InSession):
     """Request: the process-table view of one session (reply `SessionInfo` or `ErrorReply`)."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     deadline_ns: int = 0  # unix time the asker gives up at: the table skips a lookup past it (0: none)
 
 
 @message("session.opened")
-@_wire
-class SessionOpened:
+class SessionOpened(InSession):
     """Event (audit) and reply to `OpenSession`."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     name: str = ""
     workload_class: str = ""
     opened_at_ns: int = 0
 
 
 @message("session.closed")
-@_wire
-class SessionClosed:
+class SessionClosed(InSession):
     """Event (audit) and reply to `CloseSession`."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     reason: str = "client"
     closed_at_ns: int = 0
 
 
 @message("session.info")
-@_wire
-class SessionInfo:
+class SessionInfo(InSession):
     """Reply to `LookupSession`."""
-    TYPE: ClassVar[str]
-    session_id: str
-    tenant: str
     name: str = ""
     workload_class: str = ""
     state: str = "open"  # "open" | "closed"
