@@ -7,7 +7,8 @@ router's and the API's, not a typo of the engine agent's."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from services.controller.settings import ControllerSettings
 from services.engine_agent.settings import EngineAgentSettings
@@ -15,8 +16,11 @@ from services.process_table.settings import ProcessTableSettings
 from services.router.settings import RouterSettings
 from services.session_api.settings import SessionApiSettings
 from shared.logging import get_logger
+from shared.service_process import run_service
 from shared.settings import MeshSettings
 from shared.settings_check import describe, env_names, unknown_variables
+
+S = TypeVar("S", bound=MeshSettings)
 
 SERVICE_SETTINGS = (ControllerSettings, EngineAgentSettings, ProcessTableSettings, RouterSettings,
                     SessionApiSettings)
@@ -34,3 +38,8 @@ def report_unknown_variables(settings: MeshSettings, environ: Mapping[str, str] 
         get_logger().warning("unknown_variables", variables=list(unknown), detail=describe(unknown),
                              prefixes=list(settings.env_prefixes))
     return unknown
+
+
+def run_mesh_service(name: str, settings: S, serve: Callable[[S], object], **options) -> int:
+    """A mesh service's process (`run_service`), its unknown variables reported at start-up."""
+    return run_service(name, settings, serve, report_unknown=report_unknown_variables, **options)

@@ -6,10 +6,10 @@ import asyncio
 
 from services.controller.handlers import ControllerService
 from services.controller.settings import SERVICE_NAME, ControllerSettings
-from services.settings_vocabulary import report_unknown_variables
+from services.settings_vocabulary import run_mesh_service
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
-from shared.service_process import run_service, service_bus
+from shared.service_process import service_bus
 from shared.signals import stop_on_signals
 
 
@@ -26,8 +26,7 @@ async def serve(settings: ControllerSettings, stop: asyncio.Event | None = None)
 
 
 def main() -> int:
-    return run_service(SERVICE_NAME, ControllerSettings(), serve,
-                       report_unknown=report_unknown_variables, loop=asyncio.run)
+    return run_mesh_service(SERVICE_NAME, ControllerSettings(), serve, loop=asyncio.run)
 
 
 if __name__ == "__main__":

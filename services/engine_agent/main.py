@@ -19,7 +19,7 @@ from services.engine_agent.unique_id import (
     refuse_duplicate_engine_id,
     watch_for_duplicates,
 )
-from services.settings_vocabulary import report_unknown_variables
+from services.settings_vocabulary import run_mesh_service
 from shared.bus.bus import Bus
 from shared.core.policy import SchedulingPolicy
 from shared.engine.program_directory import CachedProgramDirectory
@@ -28,7 +28,7 @@ from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.service_process import freeze_startup_heap, run_service
+from shared.service_process import freeze_startup_heap
 from shared.signals import stop_on_signals
 from shared.tasks import cancel_and_wait
 
@@ -146,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> dict:
 def run(argv: list[str] | None = None) -> int:
     settings = EngineAgentSettings(**parse_args(argv))
     try:
-        return run_service("engine_agent", settings, serve, report_unknown=report_unknown_variables)
+        return run_mesh_service("engine_agent", settings, serve)
     except (DuplicateEngineId, OutboxInUse) as exc:
         get_logger().error("engine_id_in_use", engine_id=settings.engine_id, error=str(exc))
         raise SystemExit(f"engine_agent: error: {exc}") from None

@@ -12,10 +12,10 @@ from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import SERVICE_NAME, ProcessTableSettings
 from services.process_table.tenant_limits import TenantLimitOwner
-from services.settings_vocabulary import report_unknown_variables
+from services.settings_vocabulary import run_mesh_service
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
-from shared.service_process import freeze_startup_heap, run_service, service_bus
+from shared.service_process import freeze_startup_heap, service_bus
 from shared.signals import stop_on_signals
 
 
@@ -43,8 +43,7 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = Non
 
 
 def main() -> int:
-    return run_service(SERVICE_NAME, ProcessTableSettings(), serve,
-                       report_unknown=report_unknown_variables, loop=asyncio.run)
+    return run_mesh_service(SERVICE_NAME, ProcessTableSettings(), serve, loop=asyncio.run)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ from services.router.forget import subscribe_forgetting
 from services.router.handlers import RouterHandlers
 from services.router.settings import RouterSettings
 from services.router.stealing import start_stealing
-from services.settings_vocabulary import report_unknown_variables
+from services.settings_vocabulary import run_mesh_service
 from shared.bus.bus import Bus
 from shared.logging import get_logger
 from shared.metrics_http import serve_metrics
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.service_process import freeze_startup_heap, run_service
+from shared.service_process import freeze_startup_heap
 from shared.signals import stop_on_signals
 
 
@@ -62,4 +62,4 @@ async def serve(settings: RouterSettings) -> None:
 
 
 def run() -> int:
-    return run_service("router", RouterSettings(), serve, report_unknown=report_unknown_variables)
+    return run_mesh_service("router", RouterSettings(), serve)

@@ -21,9 +21,9 @@ from services.session_api.request_guard import RequestGuard
 from services.session_api.routes import completions, health, models, sessions
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_port import serve_on_shared_port
-from services.settings_vocabulary import report_unknown_variables
+from services.settings_vocabulary import run_mesh_service
 from shared.logging import get_logger
-from shared.service_process import freeze_startup_heap, run_service
+from shared.service_process import freeze_startup_heap
 
 DEV_TENANT = "dev"
 API_DESCRIPTION = """Program-aware LLM serving: an OpenAI-compatible API where a *session* is an agent
@@ -95,7 +95,7 @@ def connection_limit(max_connections: int | None) -> int | None:
 
 
 def run() -> int:
-    return run_service("session_api", SessionApiSettings(), serve, report_unknown=report_unknown_variables)
+    return run_mesh_service("session_api", SessionApiSettings(), serve)
 
 
 def serve(settings: SessionApiSettings) -> None:

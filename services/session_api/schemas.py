@@ -95,11 +95,14 @@ class ChatChoiceMessage(BaseModel):
     content: str
 
 
-class ChatChoice(BaseModel):
+class _Choice(BaseModel):
     index: int = 0
-    message: ChatChoiceMessage
     finish_reason: Literal["stop", "length"] = "length"
     logprobs: None = None
+
+
+class ChatChoice(_Choice):
+    message: ChatChoiceMessage
 
 
 class _Answer(BaseModel):
@@ -118,11 +121,8 @@ class ChatCompletion(_Answer):
     choices: list[ChatChoice]
 
 
-class CompletionChoice(BaseModel):
-    index: int = 0
+class CompletionChoice(_Choice):
     text: str
-    finish_reason: Literal["stop", "length"] = "length"
-    logprobs: None = None
 
 
 class Completion(_Answer):

@@ -54,19 +54,13 @@ def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> Usage:
 @router.post("/chat/completions", response_model=ChatCompletion, responses={**_ERRORS, **_IN_SESSION})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
                            gateway: GatewayDep, settings: SettingsDep):
-    served = gateway.resolve_model(body.model)
-    if served.real:
-        return await relay.serve(request, body, CHAT, served, tenant.name, gateway, settings)
-    return await _serve_simulated(body, request, tenant.name, served.backend, gateway, settings, _CHAT)
+    return await _serve(body, request, tenant.name, gateway, settings, CHAT, _CHAT)
 
 
 @router.post("/completions", response_model=Completion, responses={**_ERRORS, **_IN_SESSION})
 async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
                       gateway: GatewayDep, settings: SettingsDep):
-    served = gateway.resolve_model(body.model)
-    if served.real:
-        return await relay.serve(request, body, COMPLETIONS, served, tenant.name, gateway, settings)
-    return await _serve_simulated(body, request, tenant.name, served.backend, gateway, settings, _TEXT)
+    return await _serve(body, request, tenant.name, gateway, settings, COMPLETIONS, _TEXT)
 
 
 @router.post("/responses", responses={**_ERRORS, **_STREAMED})
@@ -102,10 +96,13 @@ _TEXT = _AnswerShape("completions", "cmpl", "text_completion", prepare_completio
                      choice=lambda text, finish: CompletionChoice(text=text, finish_reason=finish))
 
 
-async def _serve_simulated(body, request: Request, tenant: str, backend: str, gateway, settings,
-                           shape: _AnswerShape) -> Response:
-    """A simulated model's call: refuse the fields it cannot honour, place it, and answer."""
-    refuse_unhonoured(body, backend)
+async def _serve(body, request: Request, tenant: str, gateway, settings, endpoint, shape: _AnswerShape) -> Response:
+    """A real model's vLLM answers the request itself (relay); for a simulated model, refuse the
+    fields it cannot honour, place the call, and write the answer."""
+    served = gateway.resolve_model(body.model)
+    if served.real:
+        return await relay.serve(request, body, endpoint, served, tenant, gateway, settings)
+    refuse_unhonoured(body, served.backend)
     prepared = shape.prepare(request, body, settings, gateway.outputs, tenant, gateway.salts.segment_salt(tenant))
     stream = await gateway.start_call(tenant, prepared, body.model, client_streams=body.stream,
                                       allow_redispatch=recovery.allows_redispatch(request))
