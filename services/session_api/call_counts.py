@@ -6,8 +6,9 @@ update of the previous call, possibly run on another engine, has not reached it 
 the thread service it would record as the call's ATLAS base is stale, and leaves the base to the
 process table, which has those completions (`services/engine_agent/handlers.py`).
 
-Bounded: the most recently active sessions are kept; a closed session is forgotten. A count that
-is too low (an API restart, an evicted session) only means the engine trusts its view, as before.
+Bounded: the most recently active sessions are kept; a closed session is forgotten. A count this
+API lost (a restart, an evicted session) is raised to the table's own at the session's next lookup
+(`at_least`); until then a count too low only means the engine trusts its view.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class SessionCallCounts:
         if is_one_call_program(program_id):
             return
         self._counts.put(program_id, self._counts.get(program_id, 0) + 1)
+
+    def at_least(self, program_id: str, num_completed: int) -> None:
+        """The table has folded `num_completed` of the session's calls: the client saw them complete."""
+        if not is_one_call_program(program_id) and num_completed > self._counts.get(program_id, 0):
+            self._counts.put(program_id, num_completed)
 
     def forget(self, program_id: str) -> None:
         self._counts.pop(program_id, None)

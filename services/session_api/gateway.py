@@ -306,6 +306,7 @@ class Gateway:
             return None, opened.opened_at_ns, None
         if info.state != "open":
             raise session_ended(session_id)
+        self.completed_calls.at_least(call.program_id, info.num_completed_calls)
         self.session_threads.admit(call.program_id, info.thread_service_s, call.thread_id, call.parent_thread_id,
                                    session_id)
         return info.primary_engine, info.opened_at_ns, info.expected_remaining_s

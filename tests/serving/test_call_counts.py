@@ -22,3 +22,14 @@ def test_one_call_programs_are_not_counted():
     counts = SessionCallCounts()
     counts.completed("call-x")
     assert counts.get("call-x") is None and len(counts) == 0
+
+
+def test_a_lost_count_is_raised_to_the_tables_and_never_lowered():
+    counts = SessionCallCounts()
+    counts.at_least("s-a", 3)  # a restarted API learns the table's count at the session's lookup
+    assert counts.get("s-a") == 3
+    counts.completed("s-a")
+    counts.at_least("s-a", 2)  # a cached lookup older than this API's own count
+    assert counts.get("s-a") == 4
+    counts.at_least("call-x", 5)
+    assert counts.get("call-x") is None and len(counts) == 1

@@ -15,6 +15,7 @@ from shared.core.program import ServiceAggregation
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from tests.serving.api_replica import api_replica
 
 MODEL = "autellix-lite"
 
@@ -91,6 +92,28 @@ async def test_an_engine_new_to_a_program_takes_its_committed_state_from_the_tab
     finally:
         await updates.stop()
         await bus.close()
+
+
+async def test_an_api_that_never_saw_the_sessions_calls_sends_the_tables_count(stack):
+    """A restarted API (here a second one, started after the calls) counts the session's completed
+    calls from the table's lookup, so an engine new to the program still fetches its state."""
+    sid = await _two_calls(stack)
+    bus = await Bus.connect(stack.nats_url, service="router", connect_timeout_s=5.0)
+    routes: list[m.RouteCall] = []
+
+    async def seen(msg) -> None:
+        routes.append(msg.body)
+    try:
+        await bus.subscribe(subjects.router_route(), seen, types=(m.RouteCall,))
+        await bus.flush(2.0)
+        async with api_replica(stack) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=stack.key("acme"), max_retries=0)
+            await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "next"}],
+                                                 max_tokens=4, extra_headers={"X-Session-Id": sid})
+        await _until(lambda: any(r.program_id == sid for r in routes), what="the call's route was never seen")
+    finally:
+        await bus.close()
+    assert [r.completed_calls_before for r in routes if r.program_id == sid] == [2]
 
 
 async def test_a_fresh_or_uncounted_program_is_not_looked_up_and_a_one_call_program_not_subscribed(stack):
