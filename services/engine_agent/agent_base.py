@@ -5,6 +5,7 @@ a reconnect, the tenant shares, and whether it drains. Backends add how calls ru
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 
 from services.engine_agent.completions import CompletionPublisher
 from services.engine_agent.forget import subscribe_forgetting
@@ -22,7 +23,7 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 
 
-class AgentBase:
+class AgentBase(ABC):
     def __init__(self, bus: Bus, engine_id: str, backend: str, policy: SchedulingPolicy,
                  directory: CachedProgramDirectory, model_name: str) -> None:
         self.bus = bus
@@ -51,23 +52,29 @@ class AgentBase:
         await subscribe_forgetting(self.bus, self.directory, forgets, self.program_updates)
         await serve_health(self.bus, self)
 
+    @abstractmethod
     async def on_command(self, msg: Incoming) -> m.OkReply | m.ErrorReply | None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def on_tenant_shares(self, msg: Incoming) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def on_promotion(self, msg: Incoming) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def take_update(self, u: m.ProgramServiceUpdated) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def queue_snapshot(self) -> m.EngineQueueSnapshot:
-        raise NotImplementedError
+        ...
 
     async def _send_state(self, interval_s: float, snapshot: bool) -> None:
         """The heartbeat (the router's load table) and, when asked, the queue snapshot (the controller's)."""

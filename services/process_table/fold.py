@@ -9,26 +9,19 @@ by the calls table's primary key. No I/O here.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from shared.core.program import ProgramLedger, ServiceAggregation
-from shared.protocol.ids import DEFAULT_TENANT_ID, MAX_ID_CHARS, all_ids_valid, id_problem
+from shared.protocol.ids import DEFAULT_TENANT_ID
 
-__all__ = ["MAX_ID_CHARS", "Completion", "ProgramRow", "FoldResult", "fold_completions"]
-_INT4_MAX = 2**31 - 1  # the integer columns
-
-
-_INF = math.inf
-
-
-def _finite_nonnegative(value: float | None) -> bool:
-    return value is None or 0 <= value < _INF  # also rejects NaN
+__all__ = ["Completion", "ProgramRow", "FoldResult", "fold_completions"]
 
 
 @dataclass(slots=True)
 class Completion:
-    """One completed call as the process table needs it (decoded from the wire elsewhere)."""
+    """One completed call as the process table needs it, made from a `CallCompleted` the codec has
+    held to the wire's bounds (shared/protocol/bounds.py: ids, finite non-negative durations, counts
+    within the 32-bit columns), which are the table's: they are checked there once, not again here."""
 
     call_id: str
     program_id: str
@@ -47,28 +40,6 @@ class Completion:
     completed_calls_before: int | None = None  # the client's order (client_order.py)
     may_wait: bool = True  # False once held back long enough: fold as it is
 
-    def __post_init__(self) -> None:
-        # the shared id rules (shared/protocol/ids.py), in one pass: this runs for every completion (20K/s)
-        required = (self.call_id, self.program_id, self.thread_id, self.tenant_id)
-        optional = tuple(v for v in (self.parent_thread_id, self.engine_id) if v)  # "" reads as absent
-        if not all_ids_valid(required + optional):
-            names = ("call_id", "program_id", "thread_id", "tenant_id", "parent_thread_id", "engine_id")
-            values = (*required, self.parent_thread_id, self.engine_id)
-            bad = next((n, id_problem(v)) for n, v in zip(names, values, strict=True)
-                       if (v or n in names[:4]) and id_problem(v))
-            raise ValueError(f"{bad[0]} {bad[1]}")
-        if not (0 <= self.service_s < _INF and 0 <= self.wait_s < _INF):  # also rejects NaN
-            raise ValueError(f"call {self.call_id}: service_s and wait_s must be finite and >= 0, "
-                             f"got {self.service_s}, {self.wait_s}")
-        if not (_finite_nonnegative(self.thread_service_at_submit_s) and _finite_nonnegative(self.completed_at_s)):
-            raise ValueError(f"call {self.call_id}: submit base and timestamps must be finite and >= 0")
-        epoch = self.submit_epoch or 0
-        before = self.completed_calls_before or 0
-        if not (0 <= self.prompt_tokens <= _INT4_MAX and 0 <= self.output_tokens <= _INT4_MAX
-                and 0 <= self.prefix_hit_tokens <= _INT4_MAX and 0 <= epoch <= _INT4_MAX
-                and 0 <= before <= _INT4_MAX):
-            raise ValueError(f"call {self.call_id}: token counts, submit_epoch and completed_calls_before "
-                             f"must be in [0, {_INT4_MAX}]")
 
 
 @dataclass

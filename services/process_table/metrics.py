@@ -64,16 +64,18 @@ def completions_applied(updates: list[ServiceUpdate], completions: list) -> None
     if not applied:
         return
     APPLIED_CALLS.inc(len(applied))
+    by_tenant: dict[str, list[float]] = {}  # tenant -> [service, wait]: one increment each per batch
     for done in completions:
         if done is None or done.call_id not in applied:
             continue
-        tenant = tenant_label(done.tenant_id)
-        service, wait = _tenant_series(tenant)
-        service.inc(done.service_s)
-        wait.inc(done.wait_s)
+        sums = by_tenant.get(done.tenant_id)
+        if sums is None:
+            sums = by_tenant[done.tenant_id] = [0.0, 0.0]
+        sums[0] += done.service_s
+        sums[1] += done.wait_s
         if is_one_call_program(done.program_id):
-            _observe(workload_label(""), tenant, done.wait_s + done.service_s, done.output_tokens,
-                     done.wait_s, done.service_s, 1)
+            _observe(workload_label(""), tenant_label(done.tenant_id), done.wait_s + done.service_s,
+                     done.output_tokens, done.wait_s, done.service_s, 1)
             continue
         totals = _open.get(done.program_id)
         if totals is None:
@@ -81,6 +83,10 @@ def completions_applied(updates: list[ServiceUpdate], completions: list) -> None
             _open.put(done.program_id, totals)
         totals.output_tokens += done.output_tokens
         totals.last_finish_s = max(totals.last_finish_s, done.completed_at_s or 0.0)
+    for tenant_id, (service_s, wait_s) in by_tenant.items():
+        service, wait = _tenant_series(tenant_label(tenant_id))
+        service.inc(service_s)
+        wait.inc(wait_s)
 
 
 def session_closed(view: ProgramView) -> None:

@@ -7,8 +7,8 @@ publisher with the right NATS role included):
 - every int lies in 0..MAX_INT (counts, tokens, epochs, levels, sequence numbers: the process
   table keeps them in 32-bit columns), an instant (`*_ns`) in 0..MAX_NS;
 - an id (`*_id`, `tenant`, `primary_engine`) follows the process table's length and NUL rule (ids.py),
-  and one that names a subject (program, session, engine) is one subject token; program, session
-  and call ids are never empty (other ids may be: several default to "", and their consumers say
+  and one that names a subject (program, session, engine) is one subject token; program, session,
+  call and thread ids are never empty (other ids may be: several default to "", and their consumers say
   what empty means).
 
 - every list or map holds at most MAX_ITEMS entries (above any real one: a 128K-token prompt's
@@ -30,13 +30,13 @@ MAX_ITEMS = 1 << 20  # entries of one list or map field
 
 ID_NAMES = ("tenant", "primary_engine")
 SUBJECT_ID_NAMES = ("program_id", "session_id", "engine_id", "primary_engine")
-NON_EMPTY_ID_NAMES = ("program_id", "session_id", "call_id")  # always given: a key of the table's rows
-_NOT_IN_A_TOKEN = re.compile(r"[.*>\s]")
+NON_EMPTY_ID_NAMES = ("program_id", "session_id", "call_id", "thread_id")  # always given: keys of the table's rows
+NOT_IN_A_TOKEN = re.compile(r"[.*>\s]")
 
 
 def token(value: str) -> str:
     """An id as one subject token; raises ValueError for ids NATS cannot carry in a subject."""
-    if not value or _NOT_IN_A_TOKEN.search(value):
+    if not value or NOT_IN_A_TOKEN.search(value):
         raise ValueError(f"{value!r} cannot be used in a NATS subject (empty, or has '.', '*', '>' or space)")
     return value
 
@@ -63,7 +63,7 @@ def bad_id(name: str, value: str) -> bool:
     """Too long, with NUL, empty where it is a row's key, or (an id that names a subject) not one
     subject token."""
     return (len(value) > MAX_ID_CHARS or "\x00" in value or (not value and name in NON_EMPTY_ID_NAMES)
-            or (name in SUBJECT_ID_NAMES and _NOT_IN_A_TOKEN.search(value) is not None))
+            or (name in SUBJECT_ID_NAMES and NOT_IN_A_TOKEN.search(value) is not None))
 
 
 def problem(name: str, tp: type, value: object) -> str | None:

@@ -4,8 +4,8 @@ Every message type is a `Message` dataclass declared with `@message("type.name")
 name (a map), so adding a field (always with a default) never breaks an older reader; unknown
 fields are ignored for the same reason. msgspec checks every field against its annotation in C
 (an int is a valid float; a bool is not an int); then every number and id is held to its bound
-(bounds.py). Either failure raises `ProtocolError` with the field's path, so a handler never sees
-a half-valid message.
+(bound_check.py, by the rules of bounds.py). Either failure raises `ProtocolError` with the
+field's path, so a handler never sees a half-valid message.
 
 Supported field types: str, int, float, bool, bytes, X | None, list[X], tuple[X, Y], dict[str, X]
 and nested `@message`-free dataclasses declared with `@wire_struct`.
@@ -14,16 +14,12 @@ and nested `@message`-free dataclasses declared with `@wire_struct`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
-import types
-import typing
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from shared.protocol import bounds
 from shared.protocol.errors import ProtocolError
 
 T = TypeVar("T")
@@ -98,84 +94,6 @@ def protocol_error(exc: msgspec.MsgspecError, what: str = "") -> ProtocolError:
             return ProtocolError(f"{what or 'message'}: expected {want}, got {got}")
         return ProtocolError(f"field {where!r}: expected {want}, got {got}")
     return ProtocolError(f"{what + ': ' if what else ''}{text}")
-
-
-# --- bounds: checked after decoding, per registered class ----------------------------------------
-def _optional_inner(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(inner) != 1:
-            raise TypeError(f"only X | None unions are supported, got {tp}")
-        return inner[0]
-    return tp
-
-
-def _nested_struct(tp: Any) -> tuple[type, bool] | None:
-    """(struct class, is a list of them) for a field holding registered dataclasses."""
-    tp = _optional_inner(tp)
-    if dataclasses.is_dataclass(tp):
-        return tp, False
-    if typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
-        return typing.get_args(tp)[0], True
-    return None
-
-
-def _out_of_bounds(path: str, problem: str, value: Any) -> typing.NoReturn:
-    raise ProtocolError(f"field {path!r}: {problem}, got {value!r:.60}")
-
-
-@functools.cache
-def _bound_check(cls: type) -> Callable[[Any, str], None]:
-    """Raise `ProtocolError` for the first field of `obj` out of its bound (bounds.py): numbers,
-    ids, the values of per-key maps of numbers, and nested structs in turn. The ranges are looked
-    up once per class; `bounds.problem` words the refusal."""
-    hints = typing.get_type_hints(cls)
-    numbers, ids, maps, nested, collections = [], [], [], [], []
-    for f in dataclasses.fields(cls):
-        tp = _optional_inner(hints[f.name])
-        if typing.get_origin(tp) in (list, dict):
-            collections.append(f.name)
-        if tp in (float, int):
-            numbers.append((f.name, tp, *bounds.number_bound(f.name, tp)))
-        elif tp is str and bounds.is_id(f.name):
-            ids.append(f.name)
-        elif typing.get_origin(tp) is dict and typing.get_args(tp)[1] in (float, int):
-            maps.append((f.name, typing.get_args(tp)[1], *bounds.number_bound(f.name, typing.get_args(tp)[1])))
-        elif (struct := _nested_struct(tp)) is not None:
-            nested.append((f.name, *struct))
-
-    def check(obj: Any, prefix: str) -> None:
-        for name in collections:
-            x = getattr(obj, name)
-            if x is not None and len(x) > bounds.MAX_ITEMS:
-                raise ProtocolError(f"field {prefix + name!r}: {len(x)} entries, at most {bounds.MAX_ITEMS}")
-        for name, tp, lo, hi in numbers:
-            x = getattr(obj, name)
-            if x is not None and not lo <= x <= hi:  # NaN fails every comparison
-                _out_of_bounds(prefix + name, bounds.problem(name, tp, x), x)
-        for name in ids:
-            x = getattr(obj, name)
-            if x is not None and bounds.bad_id(name, x):
-                _out_of_bounds(prefix + name, bounds.problem(name, str, x), x)
-        for name, tp, lo, hi in maps:
-            for key, x in (getattr(obj, name) or {}).items():
-                if not lo <= x <= hi:
-                    _out_of_bounds(f"{prefix}{name}.{key}", bounds.problem(name, tp, x), x)
-        for name, struct, is_list in nested:
-            value = getattr(obj, name)
-            if value is None:
-                continue
-            if is_list:
-                for i, item in enumerate(value):
-                    _bound_check(struct)(item, f"{prefix}{name}[{i}].")
-            else:
-                _bound_check(struct)(value, f"{prefix}{name}.")
-    return check
-
-
-def check_bounds(obj: Any) -> None:
-    """Every field of a decoded message in its bounds, or `ProtocolError` naming the first one not."""
-    _bound_check(type(obj))(obj, "")
 
 
 # --- maps --------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 import msgspec
 
 from shared.protocol import messages as _messages  # noqa: F401  (registers every message type)
-from shared.protocol.codec import MESSAGE_TYPES, check_bounds, protocol_error
+from shared.protocol.bound_check import check_bounds
+from shared.protocol.codec import MESSAGE_TYPES, protocol_error
 from shared.protocol.errors import ProtocolError
 
 SCHEMA_VERSION = 1

@@ -11,8 +11,6 @@ it accepts is never one whose completion the table has to reject.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from shared.protocol.bounds import MAX_ID_CHARS, token  # primary-key entries and subject tokens: kept short
 
 DEFAULT_TENANT_ID = "default"  # the owner of a program whose client named no tenant
@@ -29,12 +27,6 @@ def id_problem(value: object) -> str | None:
     if "\x00" in value:
         return "must not contain NUL (U+0000)"
     return None
-
-
-def all_ids_valid(ids: Iterable[str]) -> bool:
-    """Whether every one of `ids` passes `id_problem` (one pass, for the table's per-completion check)."""
-    ids = tuple(ids)
-    return all(ids) and max(map(len, ids), default=0) <= MAX_ID_CHARS and "\x00" not in "".join(ids)
 
 
 def checked_id(value: object, what: str) -> str:
