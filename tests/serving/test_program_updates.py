@@ -32,6 +32,22 @@ async def _two_calls(stack, tenant: str = "acme") -> str:
     return sid
 
 
+async def _two_calls_published(stack, bus: Bus) -> str:
+    """`_two_calls`, returning once the table has published the program's state after both: an
+    engine or API that joins later can learn it only from the table."""
+    published: list[m.ProgramServiceUpdated] = []
+
+    async def seen(msg) -> None:
+        published.append(msg.body)
+    sub = await bus.subscribe(subjects.all_program_services(), seen, types=(m.ProgramServiceUpdated,))
+    await bus.flush(2.0)
+    sid = await _two_calls(stack)
+    await _until(lambda: any(u.program_id == sid and u.num_completed_calls == 2 for u in published),
+                 what="the table never published the program's state after both calls")
+    await sub.unsubscribe()
+    return sid
+
+
 async def _until(check, timeout_s: float = 5.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -54,8 +70,8 @@ async def test_only_the_engines_that_ran_a_program_hear_its_updates(stack):
 
 
 async def test_an_engine_new_to_a_program_takes_its_committed_state_from_the_table(stack):
-    sid = await _two_calls(stack)
     bus = await Bus.connect(stack.nats_url, service="engine_agent", connect_timeout_s=5.0)
+    sid = await _two_calls_published(stack, bus)
     directory = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
     taken: list[m.ProgramServiceUpdated] = []
 
@@ -97,8 +113,8 @@ async def test_an_engine_new_to_a_program_takes_its_committed_state_from_the_tab
 async def test_an_api_that_never_saw_the_sessions_calls_sends_the_tables_count(stack):
     """A restarted API (here a second one, started after the calls) counts the session's completed
     calls from the table's lookup, so an engine new to the program still fetches its state."""
-    sid = await _two_calls(stack)
     bus = await Bus.connect(stack.nats_url, service="router", connect_timeout_s=5.0)
+    sid = await _two_calls_published(stack, bus)
     routes: list[m.RouteCall] = []
 
     async def seen(msg) -> None:
