@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 
+@dataclass(eq=False)  # eq=False keeps exceptions hashable by identity
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-        self.code = code
-        self.param = param
-        self.headers = headers
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:

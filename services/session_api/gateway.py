@@ -150,7 +150,7 @@ class Gateway:
             if exc.code == ErrorCode.BAD_REQUEST.value:
                 raise ApiError(400, exc.description, code="invalid_value") from None
             if exc.code == ErrorCode.LIMITED.value:
-                raise ApiError(429, exc.description, type_="rate_limit_error", code="too_many_sessions") from None
+                raise ApiError(429, exc.description, type="rate_limit_error", code="too_many_sessions") from None
             raise unavailable(f"process table error: {exc.description}", code="process_table_error") from None
         except (NoResponders, RequestTimeout) as exc:
             raise _bus_unavailable("process_table", exc) from None
