@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from loadgen.results_json import write_json
+from shared.stats import percentile
 
 TERMS = ("overhead_s", "s_per_token", "s_per_ctx_token", "s_per_pair")
 
@@ -60,13 +60,10 @@ def fit(steps: list[dict]) -> dict[str, float]:
 
 def residuals(coef: dict[str, float], steps: list[dict]) -> dict:
     def stats(group: list[dict]) -> dict:
-        rel = sorted(abs(predict(coef, s) / s["duration_s"] - 1) for s in group)
+        rel = [abs(predict(coef, s) / s["duration_s"] - 1) for s in group]
         bias = sum(predict(coef, s) for s in group) / sum(s["duration_s"] for s in group) - 1
-
-        def pick(q: float) -> float:
-            return rel[min(len(rel) - 1, math.floor(q * (len(rel) - 1) + 0.5))]
-        return {"steps": len(group), "median_abs_rel_err": pick(0.5), "p90_abs_rel_err": pick(0.9),
-                "max_abs_rel_err": rel[-1], "total_time_bias": bias}
+        return {"steps": len(group), "median_abs_rel_err": percentile(rel, 50),
+                "p90_abs_rel_err": percentile(rel, 90), "max_abs_rel_err": max(rel), "total_time_bias": bias}
     by = {}
     for s in steps:
         by.setdefault(s.get("scenario", "all"), []).append(s)

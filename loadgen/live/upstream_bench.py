@@ -36,6 +36,7 @@ from loadgen.live.driver import LiveDriver
 from loadgen.live.real_servers import API_KEY, REPO_ROOT, free_port, stop, wait_ready
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import write_json
+from shared.stats import percentile
 
 
 def _env(policy: str) -> dict:
@@ -101,12 +102,10 @@ def _service_error(upstream: list[dict], in_engine: list[dict]) -> dict:
     for a, b in zip(upstream, in_engine, strict=True):
         if a["attained_service_s"] and b["attained_service_s"]:
             ratios.append(a["attained_service_s"] / b["attained_service_s"])
-    ratios.sort()
     total_up = sum(r["attained_service_s"] or 0 for r in upstream)
     total_in = sum(r["attained_service_s"] or 0 for r in in_engine)
-    return {"programs": len(ratios), "ratio_p10": round(ratios[len(ratios) // 10], 3) if ratios else None,
-            "ratio_p50": round(statistics.median(ratios), 3) if ratios else None,
-            "ratio_p90": round(ratios[min(len(ratios) - 1, len(ratios) * 9 // 10)], 3) if ratios else None,
+    return {"programs": len(ratios),
+            **{f"ratio_p{q}": round(percentile(ratios, q), 3) if ratios else None for q in (10, 50, 90)},
             "total_ratio": round(total_up / total_in, 3) if total_in else None}
 
 
