@@ -14,10 +14,14 @@ import logging as _stdlib_logging
 import sys
 from typing import Any
 
+import msgspec
 import structlog
 from structlog.contextvars import bound_contextvars
 
 _configured = False
+# msgspec writes a line in about 0.6x the time of the json module (the access log writes one per
+# request); a value it cannot encode is written as its repr, as structlog's own fallback does
+_JSON = msgspec.json.Encoder(enc_hook=repr)
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -39,7 +43,7 @@ def configure_logging(service: str, environment: str = "development", level: str
         structlog.processors.StackInfoRenderer(),
     ]
     if use_json:
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        processors += [structlog.processors.format_exc_info, _json_renderer()]
     else:
         processors += [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
     structlog.configure(
@@ -53,6 +57,14 @@ def configure_logging(service: str, environment: str = "development", level: str
     _configured = True
 
 
+def _json_line(event_dict: dict, **_: Any) -> str:
+    return _JSON.encode(event_dict).decode()
+
+
+def _json_renderer() -> structlog.processors.JSONRenderer:
+    return structlog.processors.JSONRenderer(serializer=_json_line)
+
+
 def _route_stdlib_logging(service: str, use_json: bool, level: int) -> None:
     """Libraries that use the stdlib (nats-py, uvicorn, alembic) write to stderr at the same level,
     as JSON lines with the same fields as ours when ours are JSON (one parser for every line)."""
@@ -62,7 +74,7 @@ def _route_stdlib_logging(service: str, use_json: bool, level: int) -> None:
             event_dict.setdefault("service", service)
             return event_dict
         handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-            processor=structlog.processors.JSONRenderer(),
+            processor=_json_renderer(),
             foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name,
                                structlog.processors.TimeStamper(fmt="iso", utc=True), add_service,
                                structlog.processors.format_exc_info]))
