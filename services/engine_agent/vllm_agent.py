@@ -32,6 +32,7 @@ from shared.engine.api import CallCompletion
 from shared.engine.capabilities import Capability
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.engine.program_meta import FLAT_PREFIX, flat_program_args
+from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol.errors import ErrorCode
 from shared.protocol.ids import DEFAULT_TENANT_ID
@@ -73,7 +74,7 @@ class VllmEngineAgent(AgentBase):
         self.calls: dict[str, VllmCall] = {}
         self._ops: list[tuple] = []
         self._ops_flush: asyncio.Task | None = None
-        self._records: dict[str, dict] = {}  # call id -> accounting record not yet claimed
+        self._records: LRU[str, dict] = LRU(MAX_UNCLAIMED_RECORDS)  # call id -> record not yet claimed
         self._record_waiters: dict[str, asyncio.Future] = {}
         self._drain_wanted = asyncio.Event()
         self._last_drain_s = time.monotonic()
@@ -250,9 +251,7 @@ class VllmEngineAgent(AgentBase):
                 held[key] = max(held[key], record[key])
             held["aborted"] = held["aborted"] and record["aborted"]
             return
-        self._records[record["call_id"]] = record
-        while len(self._records) > MAX_UNCLAIMED_RECORDS:  # claims that timed out; oldest first
-            self._records.pop(next(iter(self._records)))
+        self._records.put(record["call_id"], record)  # beyond the bound: claims that timed out, oldest first
 
     # --- program state -------------------------------------------------------------------------
     def _queue_ops(self, *ops: tuple) -> None:

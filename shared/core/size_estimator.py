@@ -17,6 +17,8 @@ import bisect
 from collections import deque
 from dataclasses import dataclass
 
+from shared.lru import LRU
+
 
 @dataclass(frozen=True)
 class SizeEstimatorConfig:
@@ -65,18 +67,16 @@ class SizeEstimator:
 
     def __init__(self, config: SizeEstimatorConfig | None = None) -> None:
         self.config = config or SizeEstimatorConfig()
-        self._types: dict[str, _TypeSketch] = {}
+        self._types: LRU[str, _TypeSketch] = LRU(self.config.max_types)
 
     def observe(self, program_type: str, total_service_s: float) -> None:
         """A program of `program_type` finished having received `total_service_s` of service."""
         if not total_service_s >= 0 or total_service_s == float("inf"):
             raise ValueError(f"total_service_s must be finite and >= 0, got {total_service_s!r}")
-        sketch = self._types.pop(program_type, None)
+        sketch = self._types.touch(program_type)  # fed: the most recent, forgotten last
         if sketch is None:
             sketch = _TypeSketch(self.config.window)
-            if len(self._types) >= self.config.max_types:
-                del self._types[next(iter(self._types))]
-        self._types[program_type] = sketch  # re-inserted: dict order is least recently fed first
+            self._types.put(program_type, sketch)
         sketch.add(float(total_service_s))
 
     def samples(self, program_type: str) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.lru import LRU
+
 ADMITTED = ""
 RATE_LIMITED = "rate_limit_exceeded"
 TOO_MANY_IN_FLIGHT = "too_many_concurrent_calls"
@@ -73,7 +75,8 @@ def decide(in_flight: int, bucket: TokenBucket | None, limits: Limits, now_s: fl
 class _Worker:
     seen_s: float
     counts: dict[str, int] = field(default_factory=dict)  # tenant -> calls in flight (granted here)
-    pending: dict[int, dict[str, int]] = field(default_factory=dict)  # batch seq -> grants per tenant
+    pending: LRU[int, dict[str, int]] = field(  # batch seq -> grants per tenant
+        default_factory=lambda: LRU(MAX_PENDING_BATCHES))
 
 
 class TenantLimitLedger:
@@ -100,9 +103,7 @@ class TenantLimitLedger:
                 self._add(worker, tenant, 1)
             verdicts.append(verdict)
         if granted:
-            worker.pending[seq] = granted
-            while len(worker.pending) > MAX_PENDING_BATCHES:  # the oldest is surely answered by now
-                del worker.pending[next(iter(worker.pending))]
+            worker.pending.put(seq, granted)  # beyond the bound: the oldest is surely answered by now
         return verdicts
 
     def release(self, worker_id: str, released: dict[str, int], now_s: float) -> None:
@@ -116,7 +117,8 @@ class TenantLimitLedger:
         not in its count but are in flight all the same)."""
         worker = self._worker(worker_id, now_s)
         waiting = set(awaiting)
-        worker.pending = {seq: g for seq, g in worker.pending.items() if seq in waiting}
+        for seq in [seq for seq in worker.pending if seq not in waiting]:
+            worker.pending.pop(seq)
         target = {t: max(n, 0) for t, n in in_flight.items()}
         for grants in worker.pending.values():
             for tenant, n in grants.items():
