@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 from shared.engine.tiny_model import make_tiny_model
 
@@ -41,8 +42,18 @@ DECODE_STEPS = 8
 MIXED = ((4, 1024, 512), (8, 256, 1024), (2, 4096, 2048))  # (decoders, their context, new prompt)
 
 
+class ProfiledEngine(Protocol):
+    """What both timed engines (`vllm_cpu.TimedEngine`, `ChildProcessTimedEngine`) offer."""
+
+    def add(self, request_id: str, token_ids: list[int], max_tokens: int) -> None: ...
+    def step(self) -> None: ...
+    def busy(self) -> bool: ...
+    def decoding(self) -> int: ...
+    def steps_logged(self) -> list[dict]: ...
+
+
 class Profiler:
-    def __init__(self, engine, seed: int) -> None:
+    def __init__(self, engine: ProfiledEngine, seed: int) -> None:
         self.engine = engine
         self.rng = random.Random(seed)
         self.n = 0
@@ -69,7 +80,7 @@ class Profiler:
 
     def labelled_steps(self) -> list[dict]:
         """Every step with the scenario running when it ended (the log's clock is the same monotonic clock)."""
-        steps = self.engine.steps_logged() if hasattr(self.engine, "steps_logged") else self.engine.steps
+        steps = self.engine.steps_logged()
         starts = [t for t, _ in self.marks]
         out = []
         for s in steps:

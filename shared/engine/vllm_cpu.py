@@ -207,6 +207,9 @@ class TimedEngine:
         """Requests past their prompt (each decodes one token per step)."""
         return sum(1 for r in self.scheduler.running if r.num_computed_tokens >= r.num_prompt_tokens)
 
+    def steps_logged(self) -> list[dict]:
+        return self.steps
+
 
 STEP_LOG_ENV = "AUTELLIX_STEP_LOG"
 
