@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from services.router import metrics
 from services.router.decision import EngineChooser, NoEngineError, RouteRequest
@@ -20,6 +21,9 @@ from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # stealing hooks into these handlers: a type only, no import cycle
+    from services.router.stealing import WorkStealer
 
 MAX_PLACEMENT_TRIES = 2
 
@@ -38,6 +42,7 @@ class RouterHandlers:
         self.log = get_logger()
         self.num_routed = 0
         self.placement_hooks: list[PlacementHook] = []
+        self.stealer: WorkStealer | None = None  # set by `start_stealing` when affinity stealing is on
 
     def on_placed(self, hook: PlacementHook) -> None:
         self.placement_hooks.append(hook)

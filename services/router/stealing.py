@@ -26,6 +26,8 @@ import time
 
 from services.router import metrics
 from services.router.affinity_chooser import AffinityChooser
+from services.router.handlers import RouterHandlers
+from services.router.settings import RouterSettings
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError, RemoteError
 from shared.bus.incoming import Incoming
@@ -164,7 +166,8 @@ class WorkStealer:
                 self.log.error("steal_epoch_failed", error=repr(exc))
 
 
-async def start_stealing(bus: Bus, chooser: AffinityChooser, handlers, settings) -> asyncio.Task | None:
+async def start_stealing(bus: Bus, chooser: AffinityChooser, handlers: RouterHandlers,
+                         settings: RouterSettings) -> asyncio.Task | None:
     """With affinity on: record placements, follow call starts, and steal every interval."""
     if not isinstance(chooser, AffinityChooser) or not settings.affinity_work_stealing:
         return None
