@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from loadgen.results_json import write_json
+from loadgen.sim.engines import EngineOptions, check_available
 from loadgen.sim.kv_experiments import (
     AFFINITY,
     FAIRNESS_MODES,
@@ -26,6 +27,7 @@ from loadgen.workloads.registry import WORKLOADS
 from shared.core.policies import registry
 from shared.core.policy import SchedulingPolicy, parse_policy
 from shared.engine.cost_model import get_preset
+from shared.engine.registry import is_simulated, simulated_backends
 
 KV_DEFAULT_PROGRAMS = 40
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default
@@ -62,12 +64,9 @@ def kv_config_from_args(args: argparse.Namespace) -> KvExperimentConfig:
     if args.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
     get_preset(args.preset)
-    if args.engine not in ("lite", "emulated"):
-        raise ValueError(f"unknown engine {args.engine!r}; the KV mode runs on lite or emulated")
-    if args.engine == "emulated":
-        from loadgen.sim.engines import EngineOptions, check_available
-
-        check_available(EngineOptions(kind="emulated"))
+    if not is_simulated(args.engine):
+        raise ValueError(f"unknown engine {args.engine!r}; the KV mode runs on {', '.join(simulated_backends())}")
+    check_available(EngineOptions(kind=args.engine))  # e.g. emulated without vLLM: say so before running
     if args.preemption != "recompute":
         raise ValueError("the KV mode compares recompute preemption only: use --preemption recompute")
     if not args.rates:

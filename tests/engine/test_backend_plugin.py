@@ -1,12 +1,15 @@
 """A new simulated engine backend is its module and one row in `shared/engine/registry.py`'s
 `BACKENDS`: here a builder defined in this test and one row added, then every place that names,
 validates or builds backends (the engine agent's settings and factory, `autellix up`'s plan, the
-simulator, the KV experiments, the API's served models) takes it unchanged."""
+simulator and its KV mode, the API's served models) takes it unchanged."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from autellix.cli import main as cli_main
 from loadgen.sim.engines import EngineOptions, build_engines
 from runtime.catalog import StackOptions, plan
 from services.engine_agent.backends import make_engine
@@ -29,7 +32,7 @@ def one_slot(monkeypatch):
     return "one-slot"
 
 
-def test_a_new_backend_is_taken_everywhere_from_its_registry_row(one_slot):
+def test_a_new_backend_is_taken_everywhere_from_its_registry_row(one_slot, tmp_path):
     policy = SchedulingPolicy(PolicyName.FCFS)
     assert one_slot in registry.simulated_backends() and registry.is_simulated(one_slot)
 
@@ -39,6 +42,11 @@ def test_a_new_backend_is_taken_everywhere_from_its_registry_row(one_slot):
 
     sim_engines = build_engines(EngineOptions(kind=one_slot), policy, DictProgramDirectory(), num_engines=2)
     assert [e.engine_id for e in sim_engines] == ["e0", "e1"]
+
+    kv_mode = ["sim", "--quiet", "--engine", one_slot, "--engines", "1", "--workload", "browser", "--rates", "1",
+               "--programs", "2", "--kv-policy", "prefix-lru", "--router", "least-loaded",
+               "--json", str(tmp_path / "kv.json")]
+    assert cli_main(kv_mode) == 0 and json.loads((tmp_path / "kv.json").read_text())["engine"] == one_slot
 
     instances, _ = plan(StackOptions(backend=one_slot))
     assert instances

@@ -15,7 +15,7 @@ from autellix.cli import main
     (["--router", "affinity", "--rates", "1,2"], "exactly one positive rate"),
     (["--router", "affinity", "--rates", "-1"], "exactly one positive rate"),
     (["--router", "affinity,random", "--rates", "1"], "valid routers"),
-    (["--kv-policy", "workflow", "--engine", "tpu", "--rates", "1"], "runs on lite or emulated"),
+    (["--kv-policy", "workflow", "--engine", "tpu", "--rates", "1"], "the KV mode runs on lite, emulated"),
     (["--belady-capacities", "100", "--rates", "1"], "needs --belady"),
     (["--belady", "--belady-capacities", "0", "--rates", "1"], "positive block counts"),
     (["--fairness", "maybe", "--rates", "1"], "valid: off, afs, afs-hold, afs-hold-open"),
