@@ -2,9 +2,11 @@
 
 Program state (S_p, W_p, epoch) is held in the same read-only view the engines hold
 (`shared.engine.program_directory.CachedProgramDirectory`, over the core's `ProgramLedger`): an
-update from before a promotion is stale, a promotion resets W and S and bumps the epoch, a closed
-session's late updates do not bring it back, by one set of rules. The controller keeps only its
-own decisions beside it: when it last promoted each program (the cooldown).
+update older than the one held is stale, and a closed session's late updates do not bring it back,
+by one set of rules. A promotion is the controller's decision; the process table applies it and
+its update (the new epoch, W and S reset) reaches this view like any other. The controller keeps
+only its own decisions beside it: when it last promoted each program (the cooldown, which also
+keeps a program from being promoted again before the table's update arrives).
 
 No I/O here: the handlers feed it messages with the receive time, and `decide` asks the core's
 `PromotionPlanner` (the same planner the simulator runs) whom to promote.
@@ -90,10 +92,8 @@ class ClusterView:
         return out
 
     def decide(self, now_s: float) -> list[m.ProgramPromoted]:
-        """Promotions to publish now; the view records them (new epoch, W and S reset, cooldown)."""
-        promoted = []
-        for d in self.planner.decide(now_s, self.totals):
-            self.programs.promote(d.program_id)  # the core's reset: W = S = 0, epoch + 1
-            epoch = self.programs.ledger(d.program_id).epoch
-            promoted.append(m.ProgramPromoted(program_id=d.program_id, epoch=epoch, ratio=d.ratio, reason=d.reason))
-        return promoted
+        """Promotions to publish now (the planner records each for its cooldown): each names the
+        epoch it moves the program to, which the table applies only from the epoch it was decided on."""
+        return [m.ProgramPromoted(program_id=d.program_id, epoch=self.programs.ledger(d.program_id).epoch + 1,
+                                  ratio=d.ratio, reason=d.reason)
+                for d in self.planner.decide(now_s, self.totals)]

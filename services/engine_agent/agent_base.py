@@ -42,13 +42,12 @@ class AgentBase(ABC):
         self.program_updates = ProgramUpdates(bus, directory, self.take_update)  # its own programs' only
 
     async def listen(self, forgets: Capable) -> None:
-        """Subscribe to its commands, the tenant shares, promotions and session closes (which `forgets`
-        hears too), and answer health checks; its programs' updates come per program."""
+        """Subscribe to its commands, the tenant shares and session closes (which `forgets` hears
+        too), and answer health checks; its programs' updates (promotions included: the table's
+        state with the new epoch) come per program."""
         await self.bus.subscribe(subjects.engine_commands(self.engine_id), self.on_command,
                                  types=(m.RunCall, m.CancelCall))
         await self.bus.subscribe(subjects.tenant_shares(), self.on_tenant_shares, types=(m.TenantShares,))
-        await self.bus.subscribe(subjects.events_of_type(m.ProgramPromoted), self.on_promotion,
-                                 types=(m.ProgramPromoted,))
         await subscribe_forgetting(self.bus, self.directory, forgets, self.program_updates)
         await serve_health(self.bus, self)
 
@@ -60,13 +59,20 @@ class AgentBase(ABC):
     async def on_tenant_shares(self, msg: Incoming) -> None:
         ...
 
-    @abstractmethod
-    async def on_promotion(self, msg: Incoming) -> None:
-        ...
+    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
+        """The process table's state of one of its programs (published, or fetched on a late join)."""
+        held = self.directory.get(u.program_id)
+        epoch_before = None if held is None else held.epoch
+        if self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
+                                       u.num_completed_calls):
+            promoted = epoch_before is not None and u.epoch > epoch_before
+            if promoted:
+                self.log.info("program_promoted", program_id=u.program_id, epoch=u.epoch)
+            self.took_update(u, promoted)
 
     @abstractmethod
-    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
-        ...
+    def took_update(self, u: m.ProgramServiceUpdated, promoted: bool) -> None:
+        """The directory took `u`; `promoted`: it carried a promotion this engine had not seen."""
 
     @abstractmethod
     def heartbeat(self, interval_s: float) -> m.EngineHeartbeat:

@@ -61,18 +61,13 @@ class EngineAgent(AgentBase):
         self.stepper.submit(engine_call(route, now_s, self._seq))
         return m.OkReply(detail=self.engine_id)
 
-    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
-        self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
-                                    u.num_completed_calls)
-
-    async def on_promotion(self, msg: Incoming) -> None:
-        p: m.ProgramPromoted = msg.body
-        if p.program_id in self.directory and self.directory.apply_promotion(p.program_id, p.epoch):
-            self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
-            now_s = self.stepper.now_s()
-            for live in self.calls.values():  # the next snapshot counts their wait from now
-                if live.route.program_id == p.program_id:
-                    live.queueing.promoted(now_s)
+    def took_update(self, u: m.ProgramServiceUpdated, promoted: bool) -> None:
+        if not promoted:
+            return
+        now_s = self.stepper.now_s()
+        for live in self.calls.values():  # the next snapshot counts their wait from now
+            if live.route.program_id == u.program_id:
+                live.queueing.promoted(now_s)
 
     async def on_tenant_shares(self, msg: Incoming) -> None:
         classes = self.tenant_share.take(msg.body, self.log)
@@ -135,7 +130,7 @@ class EngineAgent(AgentBase):
         live = self.calls.pop(done.call_id, None)
         if live is not None and live.view_behind:
             done = dataclasses.replace(done, thread_service_at_submit_s=None)  # see LiveCall.view_behind
-        self.directory.fold_completion(done)  # local view now; the process table's update follows
+        self.directory.call_finished(done.program_id, done.call_id)  # the table's update brings its service
         self.num_completed += 1
         if live is None:
             return  # cancelled while its last step ran

@@ -189,8 +189,8 @@ class VllmEngineAgent(AgentBase):
             recomputed_tokens=int(r.get("recomputed_tokens", 0)), first_token_s=0.0, finish_s=0.0,
             thread_service_at_submit_s=None if live.view_behind or record is None else r.get("thread_service_at_submit_s"),
             submit_epoch=int(r.get("submit_epoch", 0)))
+        self.directory.call_finished(done.program_id, done.call_id)  # the table's update brings its service
         if record is not None:
-            self.directory.fold_completion(done)
             self.tenant_share.charge(route.tenant, done.service_s)
         self.num_completed += 1
         self.completions.publish(m.CallCompleted(
@@ -273,17 +273,9 @@ class VllmEngineAgent(AgentBase):
         self._queue_ops(("update", program_id, led.service_s, led.wait_s, dict(led.thread_service_s), led.epoch,
                          self.directory.num_completed(program_id)))
 
-    async def take_update(self, u: m.ProgramServiceUpdated) -> None:
-        if self.directory.apply_update(u.program_id, u.service_s, u.wait_s, u.thread_service_s, u.epoch,
-                                       u.num_completed_calls):
-            self._queue_ops(("update", u.program_id, u.service_s, u.wait_s, dict(u.thread_service_s), u.epoch,
-                             u.num_completed_calls))
-
-    async def on_promotion(self, msg: Incoming) -> None:
-        p: m.ProgramPromoted = msg.body
-        if p.program_id in self.directory and self.directory.apply_promotion(p.program_id, p.epoch):
-            self._queue_ops(("promote", p.program_id, p.epoch))
-            self.log.info("program_promoted", program_id=p.program_id, epoch=p.epoch, ratio=p.ratio)
+    def took_update(self, u: m.ProgramServiceUpdated, promoted: bool) -> None:
+        self._queue_ops(("update", u.program_id, u.service_s, u.wait_s, dict(u.thread_service_s), u.epoch,
+                         u.num_completed_calls))
 
     async def on_tenant_shares(self, msg: Incoming) -> None:
         classes = self.tenant_share.take(msg.body, self.log)

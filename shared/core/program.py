@@ -108,11 +108,12 @@ class ProgramLedger:
         self.version += 1
 
     def take_table_state(self, service_s: float, wait_s: float, thread_service_s: dict[str, float],
-                         epoch: int) -> bool:
-        """Adopt the process table's published state (it owns the truth); one from before a
-        promotion this ledger knows of is stale and changes nothing (False). `thread_service_s`
-        carries the threads that changed."""
-        if epoch < self.epoch:
+                         epoch: int, num_completed_calls: int = 0) -> bool:
+        """Adopt the process table's published state (it owns the truth) unless it is older than
+        the one held, by (epoch, completed calls): from before a promotion this ledger knows of, or
+        with fewer completions in the same epoch (reordered or replayed). False if refused.
+        `thread_service_s` carries the threads that changed."""
+        if (epoch, num_completed_calls) < (self.epoch, self.num_completed_calls):
             return False
         if epoch > self.epoch:  # a promotion not seen here: its reset comes first
             self.thread_service_s = {t: 0.0 for t in self.thread_service_s}
@@ -120,5 +121,6 @@ class ProgramLedger:
         self.wait_s = wait_s
         self.thread_service_s.update(thread_service_s)
         self.epoch = epoch
+        self.num_completed_calls = num_completed_calls
         self.version += 1
         return True

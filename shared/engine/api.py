@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from shared.core.program import ProgramLedger
 from shared.engine.capabilities import Capability
@@ -79,9 +79,16 @@ class StepReport:
 
 class ProgramDirectory(Protocol):
     """Where an engine reads program state (S_p, W_p, s_T). The simulator owns one shared dict;
-    an engine agent keeps a cache fed by program-service updates from the process table."""
+    an engine agent keeps a read-only cache fed by program-service updates from the process table."""
 
     def ledger(self, program_id: str) -> ProgramLedger: ...
+
+
+@runtime_checkable
+class PromotingDirectory(ProgramDirectory, Protocol):
+    """A directory that owns program state and may apply a promotion: the simulator's table, for an
+    engine given engine-local anti-starvation. An engine in the mesh takes promotions from the
+    process table's updates instead (its directory is read-only)."""
 
     def promote(self, program_id: str) -> None: ...
 

@@ -20,7 +20,7 @@ from shared.core.policy import CallView, SchedulingPolicy, parse_policy
 from shared.core.preemption import Preemption
 from shared.core.service_class import outer_class, plan_class_preemptions, strictly_better
 from shared.core.starvation import StarvationConfig, should_promote
-from shared.engine.api import DictProgramDirectory, ProgramDirectory
+from shared.engine.api import DictProgramDirectory, ProgramDirectory, PromotingDirectory
 from shared.engine.program_meta import ProgramMeta
 
 CONFIG_KEY = "autellix"  # VllmConfig.additional_config[CONFIG_KEY] holds SchedulerSettings fields
@@ -153,6 +153,9 @@ class ProgramScheduleState:
         self.settings = settings
         self.policy = settings.policy
         self.directory: ProgramDirectory = directory if directory is not None else DictProgramDirectory()
+        if settings.starvation.beta is not None and not isinstance(self.directory, PromotingDirectory):
+            raise ValueError("engine-local anti-starvation (a beta) needs a directory that owns program state "
+                             "(the simulator's); an engine in the mesh takes promotions from the process table")
         self.calls: dict[str, CallState] = {}
         self._by_program: dict[str, set[str]] = {}
         self._program_seen: dict[str, tuple[float, int, int]] = {}  # (S_p, epoch, ledger version)

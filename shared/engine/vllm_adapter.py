@@ -41,7 +41,6 @@ from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
 from shared.core.service_class import outer_class  # noqa: E402
-from shared.engine.api import CallCompletion  # noqa: E402
 from shared.engine.program_meta import ProgramMeta, parse_program_meta  # noqa: E402
 from shared.engine.program_sched import (  # noqa: E402
     CONFIG_KEY,
@@ -75,7 +74,7 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
         self._last_update_mono_s = time.monotonic()
         self._scheduled_at_mono_s: dict[int, float] = {}
         self._step_end_s: float | None = None
-        self._folds_completions = False  # autellix_serve: a real engine in its own process
+        self._serving = False  # autellix_serve: a real engine in its own process, fed by the agent
         self._mesh_call_ids: dict[str, str] = {}  # vLLM request id -> the mesh's call id
 
     # clock: the emulated engine sets both; on a GPU the wall clock measures steps
@@ -205,15 +204,8 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
             call.aborted = request.status == RequestStatus.FINISHED_ABORTED
             call.finish_reason = str(request.get_finished_reason() or "")
             self.finished_calls.append(call)
-            if self._folds_completions and not call.aborted:
-                self.program_state.directory.fold_completion(CallCompletion(
-                    call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
-                    service_s=call.service_s, wait_s=call.wait_s, preemptions=call.preemptions,
-                    prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens,
-                    prefix_hit_tokens=call.prefix_hit_tokens, recomputed_tokens=call.recomputed_tokens,
-                    first_token_s=call.first_token_s or end, finish_s=end,
-                    thread_service_at_submit_s=call.thread_service_at_submit_s, submit_epoch=call.submit_epoch))
-                self.program_state.mark_dirty(call.program_id)
+            if self._serving:  # a one-call program (or a closed session's last call) leaves the view
+                self.program_state.directory.call_finished(call.program_id, call.call_id)
         end = self._step_end_s if self._step_end_s is not None else self.now_s()
         self._retention_on_free(request, end)
         return super()._free_request(request, delay_free_blocks)

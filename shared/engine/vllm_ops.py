@@ -22,8 +22,8 @@ from shared.engine.program_directory import CachedProgramDirectory
 
 
 class SchedulerOp(enum.StrEnum):
-    SERVE = "serve"  # (): keep a program directory of its own and fold completions into it
-    APPLY = "apply"  # (ops): program updates, promotions, closes, tenant classes, in order
+    SERVE = "serve"  # (): keep a program directory of its own, fed by the table's updates
+    APPLY = "apply"  # (ops): program updates, closes, tenant classes, in order
     DRAIN = "drain"  # (): finished calls' records since the last drain, and the engine's load
 
 
@@ -33,7 +33,7 @@ RECORD_FIELDS = ("program_id", "thread_id", "service_s", "wait_s", "preemptions"
                  "submit_epoch", "aborted", "finish_reason")
 
 # the kinds of one `apply` op, its first element
-APPLY_KINDS = ("update", "promote", "close", "tenants")
+APPLY_KINDS = ("update", "close", "tenants")
 
 
 class SchedulerOpsMixin:
@@ -43,15 +43,16 @@ class SchedulerOpsMixin:
 
     def autellix_serve(self) -> None:
         """This scheduler runs in its own engine process (backend vllm): no driver shares its
-        program directory, so it keeps one fed by `autellix_apply` and folds its own completions."""
+        program directory, so it keeps one, fed with the process table's states by `autellix_apply`."""
         if not isinstance(self.program_state.directory, CachedProgramDirectory):
             self.attach_directory(CachedProgramDirectory(self.autellix_settings.policy.aggregation))
-        self._folds_completions = True
+        self._serving = True
 
     def autellix_apply(self, ops: list) -> int:
-        """Program-service updates, promotions and closes, in order: ("update", program, S_p, W_p,
-        {thread: s_T}, epoch, completed), ("promote", program, epoch), ("close", program), and the
-        controller's tenant classes ("tenants", {tenant: class}; a tenant not listed: class 0)."""
+        """Program-service updates and closes, in order: ("update", program, S_p, W_p, {thread: s_T},
+        epoch, completed) (a promotion arrives as the table's update with the new epoch),
+        ("close", program), and the controller's tenant classes ("tenants", {tenant: class}; a
+        tenant not listed: class 0)."""
         directory = self.program_state.directory
         for op in ops:
             kind, program_id = op[0], op[1]
@@ -60,8 +61,6 @@ class SchedulerOpsMixin:
                 continue
             if kind == "update":
                 directory.apply_update(program_id, float(op[2]), float(op[3]), dict(op[4]), int(op[5]), int(op[6]))
-            elif kind == "promote":
-                directory.apply_promotion(program_id, None if op[2] is None else int(op[2]))
             elif kind == "close":
                 directory.close(program_id)
             else:

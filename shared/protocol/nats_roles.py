@@ -149,7 +149,7 @@ def engine_permissions(engine_id: str) -> Permissions:
         f"{inbox(SESSION_API)}.>"],  # token chunks go to the API's inbox
         subscribe=[subjects.engine_commands(engine_id), subjects.all_program_services(),
                    subjects.engine_heartbeat(engine_id),  # the duplicate-id check, the container's probe
-                   subjects.tenant_shares(), *_events(m.ProgramPromoted, m.SessionClosed)],
+                   subjects.tenant_shares(), *_events(m.SessionClosed)],  # a promotion comes as the table's update
         user=engine_user(engine_id))
 
 

@@ -19,17 +19,26 @@ def test_promotes_a_starving_program_once_then_cools_down():
     view.on_snapshot(_snapshot("e0", "p", 10.0), now_s=100.0)
     promos = view.decide(now_s=100.5)
     assert [(p.program_id, p.epoch) for p in promos] == [("p", 1)]
-    assert view.decide(now_s=101.0) == []  # reset totals and cooldown: no ping-pong
+    assert view.decide(now_s=101.0) == []  # the cooldown: not again before the table's update
+    led = view.programs.get("p")
+    assert (led.epoch, led.service_s, led.wait_s) == (0, 2.0, 1.0)  # the table applies it, not the view
+    view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=0.0, wait_s=0.0, epoch=1))
+    assert view.decide(now_s=106.0) == []  # reset totals: no ping-pong once the cooldown is over
 
 
 def test_stale_snapshots_and_stale_updates_are_ignored():
     view = _view()
     view.on_snapshot(_snapshot("e0", "p", 100.0), now_s=0.0)
     assert view.decide(now_s=10.0) == []  # the engine went silent 10 s ago
-    assert view.programs.apply_promotion("p", 2)  # as if promoted twice already
-    view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=9.0, wait_s=9.0, epoch=1))
+    view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=0.0, wait_s=0.0, epoch=2,
+                                                    num_completed_calls=3))  # promoted twice already
+    view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=9.0, wait_s=9.0, epoch=1,
+                                                    num_completed_calls=5))
     led = view.programs.get("p")
     assert (led.epoch, led.service_s, led.wait_s) == (2, 0.0, 0.0)  # from before the promotions: stale
+    view.on_program_service(m.ProgramServiceUpdated(program_id="p", service_s=9.0, wait_s=9.0, epoch=2,
+                                                    num_completed_calls=2))
+    assert view.programs.get("p").service_s == 0.0  # fewer completions in the same epoch: stale
 
 
 def test_beta_none_disables():
@@ -69,21 +78,23 @@ def test_closed_ids_are_bounded():
 
 def test_the_controller_and_the_engines_hold_program_state_by_the_same_rules():
     """One class for S_p, W_p and the epoch: the controller's view and an engine's directory fed the
-    same updates, promotions and closes agree at every step."""
+    same table updates (a promotion among them) and closes agree at every step."""
     from shared.core.program import ServiceAggregation
     from shared.engine.program_directory import CachedProgramDirectory
 
     view, engine = _view(), CachedProgramDirectory(ServiceAggregation.SUM)
-    updates = [("p", 2.0, 1.0, 0), ("q", 5.0, 0.5, 0), ("p", 3.0, 2.0, 0)]
-    for pid, s, w, e in updates:
-        view.on_program_service(m.ProgramServiceUpdated(program_id=pid, service_s=s, wait_s=w, epoch=e))
-        engine.apply_update(pid, s, w, {}, e)
+    def feed(pid, s, w, e, n):
+        view.on_program_service(m.ProgramServiceUpdated(program_id=pid, service_s=s, wait_s=w, epoch=e,
+                                                        num_completed_calls=n))
+        engine.apply_update(pid, s, w, {}, e, n)
+
+    for update in [("p", 2.0, 1.0, 0, 1), ("q", 5.0, 0.5, 0, 1), ("p", 3.0, 2.0, 0, 2)]:
+        feed(*update)
     view.on_snapshot(_snapshot("e0", "p", 30.0), now_s=100.0)
     [promo] = view.decide(now_s=100.1)
-    assert engine.apply_promotion(promo.program_id, promo.epoch)
-    for pid, s, w, e in [("p", 9.0, 9.0, 0), ("p", 0.5, 0.0, 1), ("q", 6.0, 1.0, 0)]:  # the first is stale
-        view.on_program_service(m.ProgramServiceUpdated(program_id=pid, service_s=s, wait_s=w, epoch=e))
-        engine.apply_update(pid, s, w, {}, e)
+    feed("p", 0.0, 0.0, promo.epoch, 2)  # the table applied it
+    for update in [("p", 9.0, 9.0, 0, 3), ("p", 0.5, 0.0, 1, 3), ("q", 6.0, 1.0, 0, 2)]:  # the first is stale
+        feed(*update)
     view.on_session_closed("q")
     engine.close("q")
     view.on_program_service(m.ProgramServiceUpdated(program_id="q", service_s=7.0, wait_s=1.0, epoch=0))

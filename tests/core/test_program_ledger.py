@@ -117,3 +117,23 @@ def test_a_long_program_remembers_a_bounded_window_of_call_ids_and_still_counts_
     assert len(led.completed_call_ids) == MAX_REMEMBERED_CALL_IDS and led.num_completed_calls == total
     assert not led.complete_call(f"c{total - 1}", "main", 0.01, 0.0, None, ServiceAggregation.SUM)  # recent: refused
     assert abs(led.service_s - 0.01 * total) < 1e-6
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20)), min_size=1, max_size=12, unique=True),
+       st.randoms(use_true_random=False))
+def test_a_view_fed_the_tables_states_in_any_order_ends_at_the_newest(states, rnd):
+    """The table's states are versioned by (epoch, completed calls): whatever order updates arrive
+    in (reordered, replayed), a ledger that only takes them holds the newest one, and an older one
+    arriving after it changes nothing."""
+    def service(epoch, count):
+        return epoch * 100.0 + count
+
+    arrival = list(states)
+    rnd.shuffle(arrival)
+    ledger = ProgramLedger("p")
+    newest = (0, 0)
+    for epoch, count in arrival:
+        taken = ledger.take_table_state(service(epoch, count), 0.0, {}, epoch, count)
+        assert taken == ((epoch, count) >= newest)
+        newest = max(newest, (epoch, count))
+        assert (ledger.epoch, ledger.num_completed_calls, ledger.service_s) == (*newest, service(*newest))

@@ -50,4 +50,4 @@ def test_ops_travel_as_plain_strings():
     assert [o.value for o in SchedulerOp] == ["serve", "apply", "drain"]
     assert all(isinstance(o, str) and o == o.value for o in SchedulerOp)
     assert scheduler_op("apply") is SchedulerOp.APPLY
-    assert vllm_ops.APPLY_KINDS == ("update", "promote", "close", "tenants")
+    assert vllm_ops.APPLY_KINDS == ("update", "close", "tenants")

@@ -16,7 +16,6 @@ from runtime.nats_server import NatsServer
 from services.controller.handlers import ControllerService
 from services.controller.settings import ControllerSettings
 from shared.core.program import ServiceAggregation
-from shared.engine.api import CallCompletion
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -26,20 +25,13 @@ MODEL = "autellix-lite"
 
 
 # --- the directory alone ---------------------------------------------------------------------------
-def _completion(call_id: str, program_id: str) -> CallCompletion:
-    return CallCompletion(call_id=call_id, program_id=program_id, thread_id="main", service_s=0.5, wait_s=0.1,
-                          preemptions=0, prompt_tokens=8, output_tokens=4, prefix_hit_tokens=0,
-                          recomputed_tokens=0, first_token_s=0.0, finish_s=1.0,
-                          thread_service_at_submit_s=0.0, submit_epoch=0)
-
-
 def test_directory_forgets_a_one_call_program_at_its_completion_and_ignores_its_update():
     directory = CachedProgramDirectory(ServiceAggregation.CRITICAL_PATH)
     directory.ledger("call-c1")  # the call arrived
-    directory.fold_completion(_completion("c1", "call-c1"))
+    directory.call_finished("call-c1", "c1")
     assert len(directory) == 0
     assert not directory.apply_update("call-c1", 0.5, 0.1, {"main": 0.5}, epoch=0, num_completed_calls=1)
-    assert not directory.apply_promotion("call-c1", 1)
+    assert not directory.apply_update("call-c1", 0.0, 0.0, {}, epoch=1, num_completed_calls=1)  # promoted
     assert len(directory) == 0
     # an engine that never ran the call ignores the update too; a session's update is kept
     assert directory.apply_update("s-open", 1.0, 0.0, {"main": 1.0}, epoch=0, num_completed_calls=1)
@@ -54,7 +46,7 @@ def test_directory_forgets_a_closed_session_and_its_stragglers():
     assert len(directory) == 0
     assert not directory.apply_update("s-1", 2.0, 0.0, {"main": 2.0}, epoch=0, num_completed_calls=2)
     directory.ledger("s-1")  # a call of the closed session still running here
-    directory.fold_completion(_completion("c9", "s-1"))
+    directory.call_finished("s-1", "c9")
     assert len(directory) == 0
     directory.close("s-2")
     directory.close("s-3")
@@ -64,11 +56,12 @@ def test_directory_forgets_a_closed_session_and_its_stragglers():
 def test_lite_engine_keeps_no_memo_of_one_call_programs_but_does_of_sessions():
     from shared.core.policy import SchedulingPolicy
     from shared.engine.api import EngineCall
+    from shared.core.starvation import StarvationConfig
     from shared.engine.lite import LiteEngine, LiteEngineConfig
 
     policy = SchedulingPolicy("plas")
     directory = CachedProgramDirectory(policy.aggregation)
-    engine = LiteEngine("e0", policy, directory, LiteEngineConfig(num_blocks=4096))
+    engine = LiteEngine("e0", policy, directory, LiteEngineConfig(num_blocks=4096, starvation=StarvationConfig(beta=None)))
     now_s = 0.0
     for i, program in enumerate(["call-a", "call-b", "s-1", "s-1"]):
         segments = (("sys", 64), (f"user{i}", 40))
@@ -80,7 +73,7 @@ def test_lite_engine_keeps_no_memo_of_one_call_programs_but_does_of_sessions():
             report = engine.step(now_s)
             now_s += report.duration_s
             for done in report.finished:
-                directory.fold_completion(done)
+                directory.call_finished(done.program_id, done.call_id)
     # the shared system prompt is memoised once; only the session's own last segments are added
     assert len(engine._memo._memo) == 1 + 2
     assert len(directory) == 1  # the session is held until it closes

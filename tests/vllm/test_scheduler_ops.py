@@ -25,11 +25,14 @@ def _call(sched, op, *args):
 
 @pytest.mark.parametrize("kind", ["autellix", "stock-fcfs"])
 def test_serve_apply_drain_on_vllms_scheduler(kind):
-    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096, kind=kind)
+    # as the vllm backend builds it: promotions come from the table, none engine-local (beta None)
+    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096, kind=kind, settings={"beta": None})
     assert _call(sched, "serve") is None
     assert isinstance(sched.program_state.directory, CachedProgramDirectory)
-    assert _call(sched, "apply", [("update", "p", 5.0, 1.0, {"main": 5.0}, 0, 3), ("promote", "p", 1),
+    assert _call(sched, "apply", [("update", "p", 5.0, 1.0, {"main": 5.0}, 0, 3),
+                                  ("update", "p", 0.0, 0.0, {}, 1, 3),  # the table promoted it
                                   ("tenants", {"t1": 1})]) == 3
+    assert sched.program_state.directory.get("p").epoch == 1
     sched.add_request(va.make_request("r0", list(range(32)), 2, 0.0,
                                       {"autellix": {"program_id": "p", "call_id": "c0"}}))
     drained = _call(sched, "drain")
@@ -45,9 +48,18 @@ def test_serve_apply_drain_on_vllms_scheduler(kind):
 
 
 def test_unknown_op_and_apply_kind_are_refused():
-    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096)
+    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096, settings={"beta": None})
     with pytest.raises(ValueError, match="unknown scheduler operation 'bogus'; valid: serve, apply, drain"):
         _call(sched, "bogus")
     _call(sched, "serve")
     with pytest.raises(ValueError, match="unknown apply kind 'rename'"):
         _call(sched, "apply", [("rename", "p")])
+    with pytest.raises(ValueError, match="unknown apply kind 'promote'"):  # the table's update carries it
+        _call(sched, "apply", [("promote", "p", 1)])
+
+
+def test_serving_refuses_engine_local_promotion():
+    """A served engine's directory is the table's read-only view: a beta would promote in it."""
+    sched = va.build_cpu_scheduler(num_blocks=200, max_model_len=4096, settings={"beta": 5.0})
+    with pytest.raises(ValueError, match="takes promotions from the process table"):
+        _call(sched, "serve")
