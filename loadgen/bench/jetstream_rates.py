@@ -3,21 +3,22 @@ same message bytes the mesh carries, on a stream of the bench's own (so nothing 
 consume sees them).
 
 Publishing: async publishes with at most `MAX_PENDING` acks outstanding, as the process table's
-load test publishes. Pulling: one pull request outstanding on a callback subscription and the acks
-of a batch written as one chunk, the technique of the process table's puller; no decoding, no
-database: the ceiling of the consumer side alone.
+load test publishes. Pulling: the mesh's one pull consumer (`shared/bus/pull.py`, the process
+table's puller's base) and its acks; no decoding, no database: the ceiling of the consumer side alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 
 import nats
 import nats.js.errors
 from nats.js import api
+
+from shared.bus import pull
+from shared.bus.bus import Bus
 
 STREAM = "AUTELLIX_BENCH"
 SUBJECT_ROOT = "autellix_bench"
@@ -49,75 +50,36 @@ async def publish_rate(nc, payload: bytes, num: int, subject: str) -> float:
     return num / (time.perf_counter() - t0)
 
 
-async def pull_ack_rate(nc, subject: str, num: int, batch: int, timeout_s: float = 120.0) -> float:
+async def pull_ack_rate(bus: Bus, subject: str, num: int, batch: int, timeout_s: float = 120.0) -> float:
     """Messages per second a fresh durable pulls and acks from the start of `subject`."""
-    js = nc.jetstream()
     durable = f"bench_{uuid.uuid4().hex[:10]}"
-    await js.add_consumer(STREAM, api.ConsumerConfig(
-        durable_name=durable, ack_policy=api.AckPolicy.EXPLICIT, filter_subject=subject,
-        deliver_policy=api.DeliverPolicy.ALL, max_ack_pending=max(20_000, 2 * batch)))
-    inbox = nc.new_inbox()
-    next_subject = f"{api.DEFAULT_PREFIX}.CONSUMER.MSG.NEXT.{STREAM}.{durable}"
-    received: list[str] = []
-    state = {"done": 0, "outstanding": 0}
-    finished = asyncio.Event()
-    ask = asyncio.Event()
-
-    async def flush() -> None:
-        if received:
-            await _ack(nc, received)
-            state["done"] += len(received)
-            received.clear()
-        if state["done"] >= num:
-            finished.set()
-
-    async def on_msg(msg) -> None:
-        if not msg.reply:  # a status (408 expired, 409...): the request is over
-            state["outstanding"] = 0
-        else:
-            received.append(msg.reply)
-            state["outstanding"] -= 1
-        if state["outstanding"] <= 0:  # the request is used up: ack its messages, ask for more
-            await flush()
-            ask.set()
-
-    sub = await nc.subscribe(inbox, cb=on_msg)
-    t0 = time.perf_counter()
+    config = pull.durable_config(durable, subject, ack_wait_s=30.0, max_ack_pending=max(20_000, 2 * batch))
+    consumer = pull.PullConsumer(bus, STREAM, config, batch_size=batch)
+    await consumer.start()
+    done, t0 = 0, time.perf_counter()
     try:
-        async def pump() -> None:
-            while not finished.is_set():
-                # never more than what is left, so a request ends when its last message arrives
-                state["outstanding"] = n = min(batch, num - state["done"])
-                ask.clear()
-                await nc.publish(next_subject, json.dumps({"batch": n, "expires": int(2e9)}).encode(),
-                                 reply=inbox)
-                await ask.wait()
-        pumping = asyncio.create_task(pump())
-        await asyncio.wait_for(finished.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            while done < num:
+                deliveries = await consumer.take()
+                await pull.ack(deliveries)
+                done += len(deliveries)
         elapsed = time.perf_counter() - t0
-        pumping.cancel()
     finally:
-        await sub.unsubscribe()
-        await js.delete_consumer(STREAM, durable)
-    return state["done"] / elapsed
-
-
-async def _ack(nc, replies: list[str]) -> None:
-    # the acks of a batch as one write (what the process table's puller does)
-    await nc._send_command(b"".join([b"PUB %s 0\r\n\r\n" % r.encode() for r in replies]))
-    await nc._flush_pending()
+        await consumer.stop()
+        await bus.js.delete_consumer(STREAM, durable)
+    return done / elapsed
 
 
 async def measure(nats_url: str, payload: bytes, num: int, batch: int) -> dict:
     """{"publish_per_s", "pull_ack_per_s"} on a subject of this run alone."""
     # no reconnects: a ceiling run that loses its server fails (and says so) rather than retrying
     nc = await nats.connect(nats_url, connect_timeout=5, allow_reconnect=False)
+    bus = Bus(nc, "bench")
     subject = f"{SUBJECT_ROOT}.{uuid.uuid4().hex[:10]}"
     try:
         publish = await publish_rate(nc, payload, num, subject)
-        pull = await pull_ack_rate(nc, subject, num, batch)
-        js = nc.jetstream()
-        await js.purge_stream(STREAM, subject=subject)
+        pulled = await pull_ack_rate(bus, subject, num, batch)
+        await bus.js.purge_stream(STREAM, subject=subject)
     finally:
         await nc.close()
-    return {"publish_per_s": publish, "pull_ack_per_s": pull, "messages": num, "bytes": len(payload)}
+    return {"publish_per_s": publish, "pull_ack_per_s": pulled, "messages": num, "bytes": len(payload)}
