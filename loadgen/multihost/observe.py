@@ -4,40 +4,49 @@ replica state."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+import uuid
 from datetime import datetime
 from pathlib import Path
 
-import nats.errors
+import nats.js.errors
 from nats.js import api
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from shared.bus import Bus
+from shared.bus import Bus, pull
 from shared.protocol import messages as m
 from shared.protocol import subjects
 
 
 async def routed_engines(bus: Bus) -> dict[str, list[str]]:
     """call id -> the engines it was placed on, in order (a re-dispatch adds one)."""
-    sub = await bus.js.pull_subscribe(f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}", stream=subjects.AUDIT_STREAM,
-                                      config=api.ConsumerConfig(ack_policy=api.AckPolicy.NONE,
-                                                                deliver_policy=api.DeliverPolicy.ALL))
+    name = f"multihost_routed_{uuid.uuid4().hex[:10]}"  # a reader of its own, gone once idle
+    config = api.ConsumerConfig(name=name, ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
+                                filter_subject=f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}",
+                                inactive_threshold=60.0)
+
+    async def arrive(raw):
+        return await bus.accept(raw.subject, "", raw.data, (m.CallRouted,))
+    consumer = pull.PullConsumer(bus, subjects.AUDIT_STREAM, config, batch_size=1000, arrive=arrive)
+    await consumer.start()
     out: dict[str, list[str]] = {}
     timeout_s = 3.0  # the first batch may wait on a busy server; after it, a quiet second means the end
     try:
         while True:
             try:
-                batch = await sub.fetch(1000, timeout=timeout_s)
+                batch = await asyncio.wait_for(consumer.take(), timeout_s)
                 timeout_s = 1.0
-            except (nats.errors.TimeoutError, TimeoutError):  # nothing more (asyncio's, on a short batch)
+            except TimeoutError:  # nothing more
                 return out
-            for raw in batch:
-                incoming = await bus.accept(raw.subject, "", raw.data, (m.CallRouted,))
-                if incoming is not None:
-                    out.setdefault(incoming.body.call_id, []).append(incoming.body.engine_id)
+            for incoming in batch:
+                out.setdefault(incoming.body.call_id, []).append(incoming.body.engine_id)
     finally:
-        await sub.unsubscribe()
+        await consumer.stop()
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await bus.js.delete_consumer(subjects.AUDIT_STREAM, name)
 
 
 async def completing_engines(database_url: str, session_ids: list[str]) -> dict[str, str]:
