@@ -115,6 +115,18 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("session_api", "services.session_api", HealthProbe.HTTP, replicas_option="api_workers"),
 )
 
+
+def service_names() -> tuple[str, ...]:
+    return tuple(spec.name for spec in SERVICES)
+
+
+def service(name: str) -> ServiceSpec:
+    """The row of `name`: where code outside the catalog (benchmarks, tools) finds a service's module."""
+    for spec in SERVICES:
+        if spec.name == name:
+            return spec
+    raise ValueError(f"unknown service {name!r}; known: {', '.join(service_names())}")
+
 def plan(opts: StackOptions, services: tuple[ServiceSpec, ...] = SERVICES) -> tuple[list[Instance], list[str]]:
     """The instances to start and the names of the services skipped because they are not installed."""
     if opts.backend not in all_backends():

@@ -111,3 +111,27 @@ def test_services_named_by_module_string_live_below_the_runtime():
         top = spec.module.split(".")[0]
         assert LAYER_OF[top] < LAYER_OF["runtime"], f"{spec.module} is not below the runtime"
         assert (ROOT / spec.module.replace(".", "/") / "__main__.py").is_file(), f"{spec.module} has no __main__"
+
+
+def _service_module_strings(path: pathlib.Path, modules: set[str]) -> list[str]:
+    """A service's module spelt as a string ("services.router", f"services.{name}")."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        spelt = isinstance(node, ast.Constant) and node.value in modules
+        built = (isinstance(node, ast.JoinedStr) and len(node.values) > 1 and isinstance(node.values[0], ast.Constant)
+                 and str(node.values[0].value).endswith("services.") and isinstance(node.values[1], ast.FormattedValue))
+        if spelt or built:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_only_the_catalog_names_service_modules():
+    """Code that starts or recognises a service reads its module from `runtime/catalog.py` (`service`,
+    `SERVICES`), so a renamed or added service is one row there."""
+    from runtime.catalog import SERVICES
+
+    modules = {spec.module for spec in SERVICES}
+    catalog = ROOT / "runtime" / "catalog.py"
+    found = [hit for folder in PACKAGES for path in _files(folder) if path != catalog
+             for hit in _service_module_strings(path, modules)]
+    assert not found, "service module spelt outside runtime/catalog.py:\n" + "\n".join(found)

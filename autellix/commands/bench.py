@@ -148,8 +148,11 @@ class _TableProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        from runtime.catalog import service
+        from runtime.processes import python_module_argv
+
         with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen([sys.executable, "-m", "services.process_table"], env=self.env,
+            self.proc = subprocess.Popen(python_module_argv(service("process_table").module), env=self.env,
                                          cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
 

@@ -12,7 +12,10 @@ from collections.abc import Callable
 
 import psutil
 
-SERVICES = ("session_api", "router", "engine_agent", "process_table", "controller")
+from runtime.catalog import SERVICES as CATALOG
+from runtime.catalog import service_names
+
+SERVICES = service_names()
 
 
 def stack_role(proc: psutil.Process) -> str | None:
@@ -21,9 +24,9 @@ def stack_role(proc: psutil.Process) -> str | None:
         cmd = " ".join(proc.cmdline())
     except psutil.Error:
         return None
-    for name in SERVICES:
-        if f"services.{name}" in cmd:
-            return name
+    for spec in CATALOG:
+        if spec.module in cmd:
+            return spec.name
     if "nats-server" in cmd:
         return "nats"
     if "postgres" in cmd:

@@ -33,6 +33,7 @@ from loadgen.live.mesh_bench import CHAT_BODY
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from loadgen.results_json import write_json
+from runtime.catalog import service_names
 
 # (API workers, routers, tenant limits shared): the grid, then two without the shared limits (their cost)
 CONFIGS = (*((workers, routers, True) for routers in (1, 2) for workers in (1, 2, 4)), (1, 1, False), (2, 1, False))
@@ -171,7 +172,7 @@ async def run(seconds: float, concurrency: int, repeats: int, port: int,
             "load_average_1m_end": load_average(), "summary": _summarize(runs), "runs": runs}
 
 
-SERVICES = ("session_api", "router", "engine_agent", "process_table", "controller", "nats", "postgres")
+SERVICES = (*service_names(), "nats", "postgres")  # the table's columns
 
 
 def _ms(row: dict, service: str) -> str:

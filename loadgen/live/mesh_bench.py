@@ -43,6 +43,8 @@ from loadgen.live.mesh_bench_args import add_arguments
 from loadgen.live.real_servers import report
 from loadgen.live.stack_process import start_stack
 from loadgen.results_json import finite
+from runtime.catalog import service
+from runtime.processes import python_module_argv
 from shared.bus import Bus
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -281,7 +283,7 @@ async def run_bench(calls: int, seconds: float, concurrency: int, port: int, cli
                     runs.append(await _repeat(http, bare, direct_engine, ceilings, bus, stack.proc.pid, calls,
                                               seconds, concurrency, js_messages))
             if two_routers:
-                extra_router = subprocess.Popen([sys.executable, "-m", "services.router"],
+                extra_router = subprocess.Popen(python_module_argv(service("router").module),
                                                 env={**os.environ, "LOG_LEVEL": "warning",
                                                      "NATS_URL": role_url(stack.state_dir, stack.nats_url, "router")},
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

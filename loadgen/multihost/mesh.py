@@ -22,6 +22,8 @@ from nats.js.api import StorageType, StreamConfig
 from loadgen.chaos.stack import CHAOS_ENV
 from loadgen.multihost.nats_cluster import ClusterTuning, client_url, start_node
 from loadgen.multihost.netns import SUBNET_PREFIX, Host, make_switch
+from runtime.catalog import SERVICES, HealthProbe
+from runtime.catalog import service as catalog_service
 from runtime.nats_auth import NatsCredentials
 from runtime.processes import ManagedProcess, base_env, python_module_argv
 from services.engine_agent.host_id import host_engine_id
@@ -31,8 +33,9 @@ from shared.protocol.nats_roles import ADMIN, ENGINE_AGENT, engine_user
 API_PORT = 8000
 REPLICAS = 3
 STREAM_MAX_BYTES = 256 << 20  # per stream: far above what a run writes
-# the control host's services, in start order (state first, the front door last)
-CONTROL_SERVICES = ("process_table", "router", "controller")
+# the control host's services in the catalog's start order: all but the engines (one per engine
+# host) and the front door (started last, once they answer)
+CONTROL_SERVICES = tuple(s.name for s in SERVICES if not s.per_engine and s.probe is not HealthProbe.HTTP)
 
 
 @dataclass
@@ -96,7 +99,7 @@ class MultiHostMesh:
                         **(env or {})})
         env.pop("ENGINE_ID", None)  # the engine's id comes from its host
         name = f"{service}@{host.name}"
-        proc = ManagedProcess(name, host.argv(python_module_argv(f"services.{service}")), env,
+        proc = ManagedProcess(name, host.argv(python_module_argv(catalog_service(service).module)), env,
                               self.root / "logs" / f"{name}.log").start()
         self.processes[name] = proc
         return proc

@@ -122,7 +122,7 @@ def _patch_agent(mod) -> None:
 
 def _patch(mod) -> None:
     name = mod.__name__
-    if name.startswith("services.session_api"):
+    if name.startswith("services.session_api."):  # its modules in _TARGETS
         _patch_api(mod)
     elif name == "services.router.handlers":
         _around(mod.RouterHandlers, "on_route", "r_route", lambda self, msg: msg.body.call_id)
