@@ -1,7 +1,7 @@
 """Pull+ack rate of the process table's completion puller against an older puller module, side by
 side on one NATS server (3 alternating rounds, 20,000 completions each, batch 256).
 
-    python docs/results/one-owner/pull_ack_compare.py OLD_PULLER.py
+    python docs/results/one_owner/pull_ack_compare.py OLD_PULLER.py
 """
 
 from __future__ import annotations
