@@ -29,7 +29,9 @@ from services.session_api.model_tokenizer import ModelTokenizers
 from services.session_api.peer_notes import PeerNotes
 from services.session_api.schemas import SessionView
 from services.session_api.served_models import ServedModel, ServedModels
+from services.session_api.session_closes import SessionCloses
 from services.session_api.session_ids import checked, is_issued, new_issued_id, program_id_for
+from services.session_api.session_lookups import SessionLookups, lookup_key
 from services.session_api.session_ops_limit import SessionOpsLimiter
 from services.session_api.settings import SessionApiSettings
 from services.session_api.shared_limits import call_limiter
@@ -66,8 +68,7 @@ class Gateway:
         self.bus = bus
         self.settings = settings
         # per-process caches that the other API workers keep filled too (peer_notes.py)
-        self.peers = PeerNotes(bus, settings.session_cache_ttl_s, settings.max_threads_per_session,
-                               settings.session_stale_if_unavailable_s)
+        self.peers = PeerNotes(bus, settings.max_threads_per_session)
         self.outputs = self.peers.outputs
         self.limits = call_limiter(bus, settings)  # per tenant over every API worker (shared_limits.py)
         self.session_ops = SessionOpsLimiter(settings.max_session_ops_per_s_per_tenant,
@@ -75,8 +76,10 @@ class Gateway:
         self.completed_calls = self.peers.completed_calls  # the ATLAS base's freshness check (call_counts.py)
         self.models = ServedModels()  # what the live engines serve (their heartbeats)
         self.tokenizers = ModelTokenizers()  # real models' own tokenizers
-        self.session_lookups = self.peers.session_lookups  # shared, briefly cached
+        self.session_lookups = SessionLookups(settings.session_cache_ttl_s,
+                                              stale_if_unavailable_s=settings.session_stale_if_unavailable_s)
         self.session_threads = self.peers.session_threads
+        self.closes = SessionCloses(self.session_lookups, self.session_threads, self.completed_calls)
         self.salts = TenantSalts.from_settings(settings.cache_salt_key, settings.autellix_api_keys)
         self._engines = EngineBeats()
         self._hb_sub: Subscription | None = None
@@ -96,6 +99,7 @@ class Gateway:
         await bus.serve_health()
         await gateway.limits.start()
         await gateway.peers.start()
+        await gateway.closes.start(bus)  # every close, wherever it came from, ends the cached lookup
         return gateway
 
     async def close(self) -> None:
@@ -181,15 +185,14 @@ class Gateway:
             session_id)
 
     async def session_info(self, tenant: str, session_id: str, cached_ok: bool = False) -> m.SessionInfo:
-        """The table's view; `cached_ok`: an open session's view up to SESSION_CACHE_TTL_S old will do."""
+        """The table's view; `cached_ok`: an open session's view from before will do (session_lookups.py)."""
         program_id = program_id_for(tenant, checked(session_id, "session_id"))
 
         def fetch():
             timeout_s = self.settings.nats_request_timeout_s
             return self._session_request(subjects.session_lookup(), m.LookupSession(
                 session_id=program_id, tenant=tenant, deadline_ns=time.time_ns() + int(timeout_s * 1e9)), session_id)
-        # keyed by tenant too: an issued id is its own program id, and another tenant's must look absent
-        return await self.session_lookups.lookup(f"{tenant}\0{program_id}", fetch, cached_ok)
+        return await self.session_lookups.lookup(lookup_key(tenant, program_id), fetch, cached_ok)
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
         return _view(await self.session_info(tenant, session_id), session_id)
@@ -199,9 +202,7 @@ class Gateway:
         program_id = program_id_for(tenant, session_id)
         await self._session_request(subjects.session_close(), m.CloseSession(session_id=program_id, tenant=tenant),
                                     session_id)
-        self.completed_calls.forget(program_id)
-        self.session_lookups.forget(f"{tenant}\0{program_id}")
-        self.session_threads.forget(program_id)
+        self.closes.forget(tenant, program_id)  # as for a close heard from elsewhere
         return await self.lookup_session(tenant, session_id)
 
     async def _close_after_final_call(self, tenant: str, session_id: str) -> None:
@@ -304,12 +305,23 @@ class Gateway:
                 self.session_threads.forget(call.program_id)
                 raise
             return None, opened.opened_at_ns, None
+        try:
+            self._admit_thread(call, info)
+        except ApiError as exc:
+            if exc.code != "unknown_parent_thread":
+                raise
+            # the parent may be newer than a cached view (placed through another worker whose note
+            # was lost, then answered): the table's current view decides
+            info = await self.session_info(tenant, session_id)
+            self._admit_thread(call, info)
+        return info.primary_engine, info.opened_at_ns, info.expected_remaining_s
+
+    def _admit_thread(self, call: PreparedCall, info: m.SessionInfo) -> None:
         if info.state != "open":
-            raise session_ended(session_id)
+            raise session_ended(call.session_id)
         self.completed_calls.at_least(call.program_id, info.num_completed_calls)
         self.session_threads.admit(call.program_id, info.thread_service_s, call.thread_id, call.parent_thread_id,
-                                   session_id)
-        return info.primary_engine, info.opened_at_ns, info.expected_remaining_s
+                                   call.session_id)
 
     async def _call_session(self, tenant: str, call: PreparedCall) -> tuple[str | None, int, float | None]:
         """(primary engine, program started at, expected remaining service) of the call."""

@@ -1,15 +1,16 @@
 """What one API worker learns that the others' caches need: with several workers
 (`autellix up --api-workers N`) a session's calls land on any of them.
 
-Four per-process caches learn from the other workers through one broadcast subject (core NATS,
+Three per-process caches learn from the other workers through one broadcast subject (core NATS,
 every worker subscribes, no queue group):
 - the output index (tokens.py): which call produced an assistant text, so a follow-up call on
   another worker names that KV segment as the engine stored it (a miss costs a prefix-cache hit);
 - completed-call counts (call_counts.py): the ATLAS base's freshness check sees calls answered
   elsewhere (a count too low only makes the engine trust its own view);
 - placed threads (session_threads.py): a fork from a thread just placed through another worker
-  is admitted, not refused as an unknown parent;
-- session closes: the other workers drop the cached lookup at once instead of after its TTL.
+  is admitted, not refused as an unknown parent.
+A session's close is not a note: the process table announces every close to every worker
+(session_closes.py), including those of another worker and its idle expiry.
 Notes made in one turn of the event loop travel as one message. Delivery is at most once and
 a few hundred microseconds late; each of these caches only gets less exact from a lost note,
 never wrong.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 
 from services.session_api.call_counts import SessionCallCounts
-from services.session_api.session_lookups import SessionLookups
 from services.session_api.session_threads import SessionThreads
 from services.session_api.tokens import OutputIndex, content_segment_id
 from shared.bus.bus import Bus
@@ -32,18 +32,17 @@ from shared.protocol import subjects
 
 MAX_NOTES = 4096  # of each kind in one message; a busier turn sends more messages
 MAX_ID_CHARS = 1024
+KINDS = ("outputs", "completed", "threads")  # ApiPeerNotes.closed is no longer sent: closes are the table's
 
 log = get_logger()
 
 
 class PeerNotes:
-    def __init__(self, bus: Bus, session_cache_ttl_s: float, max_threads_per_session: int,
-                 session_stale_if_unavailable_s: float = 0.0) -> None:
+    def __init__(self, bus: Bus, max_threads_per_session: int) -> None:
         self.bus = bus
         self.worker_id = bus.publisher_id
         self.outputs = _SharedOutputIndex(self)
         self.completed_calls = _SharedCallCounts(self)
-        self.session_lookups = _SharedSessionLookups(self, session_cache_ttl_s, session_stale_if_unavailable_s)
         self.session_threads = _SharedSessionThreads(self, max_threads_per_session)
         self._out = m.ApiPeerNotes(worker_id=self.worker_id)
         self._flush_scheduled = False
@@ -64,10 +63,10 @@ class PeerNotes:
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, m.ApiPeerNotes(worker_id=self.worker_id)
-        while out.outputs or out.completed or out.threads or out.closed:
+        while out.outputs or out.completed or out.threads:
             part = m.ApiPeerNotes(worker_id=self.worker_id, **{
-                kind: getattr(out, kind)[:MAX_NOTES] for kind in ("outputs", "completed", "threads", "closed")})
-            for kind in ("outputs", "completed", "threads", "closed"):
+                kind: getattr(out, kind)[:MAX_NOTES] for kind in KINDS})
+            for kind in KINDS:
                 del getattr(out, kind)[:MAX_NOTES]
             task = asyncio.ensure_future(self._publish(part))
             self._tasks.add(task)
@@ -93,19 +92,15 @@ class PeerNotes:
             SessionCallCounts.completed(self.completed_calls, program_id)
         for program_id, thread_id in notes.threads:
             self.session_threads.note(program_id, thread_id)
-        for tenant, program_id in notes.closed:
-            SessionLookups.forget(self.session_lookups, f"{tenant}\0{program_id}")
-            SessionCallCounts.forget(self.completed_calls, program_id)
-            self.session_threads.forget(program_id)
-        self.num_applied += len(notes.outputs) + len(notes.completed) + len(notes.threads) + len(notes.closed)
+        self.num_applied += len(notes.outputs) + len(notes.completed) + len(notes.threads)
 
 
 def _well_formed(notes: m.ApiPeerNotes) -> bool:
     def ok(value) -> bool:
         return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS
 
-    pairs = (*notes.outputs, *notes.threads, *notes.closed)
-    return (all(len(x) <= MAX_NOTES for x in (notes.outputs, notes.completed, notes.threads, notes.closed))
+    pairs = (*notes.outputs, *notes.threads)
+    return (all(len(x) <= MAX_NOTES for x in (notes.outputs, notes.completed, notes.threads))
             and all(ok(p) for p in notes.completed)
             and all(isinstance(p, (list, tuple)) and len(p) == 2 and ok(p[0]) and ok(p[1]) for p in pairs))
 
@@ -131,18 +126,6 @@ class _SharedCallCounts(SessionCallCounts):
         super().completed(program_id)
         if before is not None:  # a one-call program has no count to share
             self._notes.note("completed", program_id)
-
-
-class _SharedSessionLookups(SessionLookups):
-    def __init__(self, notes: PeerNotes, ttl_s: float, stale_if_unavailable_s: float) -> None:
-        super().__init__(ttl_s, stale_if_unavailable_s=stale_if_unavailable_s)
-        self._notes = notes
-
-    def forget(self, program_id: str) -> None:
-        """`program_id` is the cache key, tenant NUL program id (gateway.py): closed through here."""
-        super().forget(program_id)
-        tenant, _, program = program_id.partition("\0")
-        self._notes.note("closed", (tenant, program))
 
 
 class _SharedSessionThreads(SessionThreads):

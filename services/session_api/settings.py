@@ -64,8 +64,10 @@ class SessionApiSettings(MeshSettings):
     cache_salt_key: str = ""
     # a session's threads (session_threads.py): a new thread beyond this is a 400 too_many_threads
     max_threads_per_session: int = Field(default=256, ge=1)
-    # a call reuses an open session's lookup this long (session_lookups.py); 0: ask the table every call
-    session_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # a call reuses an open session's lookup this long (session_lookups.py); 0: ask the table every call.
+    # Every close is pushed (session_closes.py) and ends it at once: this is the backstop for a
+    # close event missed (say while disconnected from NATS), so a session is looked up about once a minute
+    session_cache_ttl_s: float = Field(default=60.0, ge=0)
     # ... and, while the process table does not answer, one up to this old (0: a 503 at once)
     session_stale_if_unavailable_s: float = Field(default=60.0, ge=0)
     # a call whose engine died before the client saw a token is placed again, up to this many times

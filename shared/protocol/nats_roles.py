@@ -117,7 +117,8 @@ PERMISSIONS: dict[str, Permissions] = {
         subjects.router_route(), f"{P}.cmd.engine.*", subjects.session_open(), subjects.session_close(),
         subjects.session_lookup(), subjects.limits_admit(), subjects.limits_usage(), subjects.api_peer_notes(),
         *_events(m.CallSubmitted)],
-        subscribe=[subjects.all_engine_heartbeats(), subjects.api_peer_notes()]),
+        # closes: every one ends the session's cached lookup (services/session_api/session_closes.py)
+        subscribe=[subjects.all_engine_heartbeats(), subjects.api_peer_notes(), *_events(m.SessionClosed)]),
     ROUTER: _service(ROUTER, publish=[f"{P}.cmd.engine.*", *_events(m.CallRouted)], subscribe=[
         subjects.router_route(), subjects.all_engine_heartbeats(),
         *_events(m.CallStarted, m.CallCompleted, m.SessionClosed)]),

@@ -15,10 +15,12 @@ import pytest
 from runtime.nats_server import NatsServer
 from services.controller.handlers import ControllerService
 from services.controller.settings import ControllerSettings
+from services.session_api.session_lookups import lookup_key
 from shared.core.program import ServiceAggregation
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from tests.serving.api_replica import api_replica
 from tests.serving.stack import start_stack
 
 MODEL = "autellix-lite"
@@ -55,8 +57,8 @@ def test_directory_forgets_a_closed_session_and_its_stragglers():
 
 def test_lite_engine_keeps_no_memo_of_one_call_programs_but_does_of_sessions():
     from shared.core.policy import SchedulingPolicy
-    from shared.engine.api import EngineCall
     from shared.core.starvation import StarvationConfig
+    from shared.engine.api import EngineCall
     from shared.engine.lite import LiteEngine, LiteEngineConfig
 
     policy = SchedulingPolicy("plas")
@@ -108,18 +110,20 @@ async def live(tmp_path, postgres_server, _migrated_template, monkeypatch):
         nats.stop()
 
 
-def _held(stack, controller, program_id: str) -> list[str]:
-    """Which caches still hold the program."""
+def _held(stack, controller, program_id: str, api=None) -> list[str]:
+    """Which caches still hold the program (`api`: an API process's gateway, its cached lookup too)."""
     where = [eid for eid, agent in stack.agents.items() if program_id in agent.agent.directory._ledgers]
     if controller.view.holds(program_id):
         where.append("controller")
+    if api is not None and lookup_key("acme", program_id) in api.session_lookups._cached:
+        where.append("api")
     return where
 
 
-async def _until_forgotten(stack, controller, program_id: str, timeout_s: float = 5.0) -> None:
+async def _until_forgotten(stack, controller, program_id: str, timeout_s: float = 5.0, api=None) -> None:
     deadline = time.monotonic() + timeout_s
-    while _held(stack, controller, program_id):
-        assert time.monotonic() < deadline, f"{program_id} still held by {_held(stack, controller, program_id)}"
+    while _held(stack, controller, program_id, api):
+        assert time.monotonic() < deadline, f"{program_id} still held by {_held(stack, controller, program_id, api)}"
         await asyncio.sleep(0.05)
 
 
@@ -152,11 +156,21 @@ async def test_closed_expired_and_one_call_programs_are_forgotten_everywhere(liv
         await asyncio.sleep(0.3)
         assert _held(stack, controller, sid) == []
 
-        # an abandoned session expires (idle TTL) and is forgotten the same way
+        # an abandoned session expires (idle TTL) and is forgotten the same way, by an API process
+        # that kept its lookup too (its next call is refused at once, not after the cache's minute)
         idle = (await http.post("/v1/sessions", json={})).json()["id"]
-        await client.chat.completions.create(model=MODEL, messages=messages, max_tokens=4,
-                                             extra_headers={"X-Session-Id": idle})
-        await _until_forgotten(stack, controller, idle, timeout_s=8.0)
+        apps: list = []
+        async with api_replica(stack, apps) as replica_url:
+            api = apps[0].state.gateway
+            replica = openai.AsyncOpenAI(base_url=f"{replica_url}/v1", api_key=stack.key("acme"), max_retries=0)
+            while (kept := api.session_lookups._cached.get(lookup_key("acme", idle))) is None or not kept[1].primary_engine:
+                await replica.chat.completions.create(model=MODEL, messages=messages, max_tokens=4,
+                                                      extra_headers={"X-Session-Id": idle})
+            await _until_forgotten(stack, controller, idle, timeout_s=8.0, api=api)
+            with pytest.raises(openai.ConflictError) as refused:
+                await replica.chat.completions.create(model=MODEL, messages=messages, max_tokens=4,
+                                                      extra_headers={"X-Session-Id": idle})
+            assert refused.value.code == "session_ended"
         assert (await http.get(f"/v1/sessions/{idle}")).json()["status"] in ("closed", "expired")
 
     # a call without a session: a one-call program, forgotten once its call completed

@@ -1,6 +1,6 @@
 """Two API workers on one mesh keep each other's per-process caches filled (peer_notes.py): a fork
-from a thread placed through the other worker, the output index, call counts, and a close seen
-at once instead of after the lookup cache's TTL."""
+from a thread placed through the other worker, the output index and call counts. (A close reaches
+every worker from the process table: test_session_closes.py.)"""
 
 from __future__ import annotations
 
@@ -27,13 +27,11 @@ async def _until(check, what: str, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_two_workers_share_threads_outputs_counts_and_closes(stack):
+async def test_two_workers_share_threads_outputs_and_counts(stack):
     apps: list = []
     session = f"peers-{uuid.uuid4().hex[:8]}"
     headers = {"Authorization": f"Bearer {stack.key(TENANT)}", "X-Session-Id": session}
-    # a long cache TTL: without the close note, worker B would serve the closed session from it
-    async with api_replica(stack, apps, session_cache_ttl_s=60) as url_a, \
-            api_replica(stack, apps, session_cache_ttl_s=60) as url_b, \
+    async with api_replica(stack, apps) as url_a, api_replica(stack, apps) as url_b, \
             httpx.AsyncClient(timeout=30, headers=headers) as http:
         a, b = (app.state.gateway for app in apps)
         first = await http.post(f"{url_a}/v1/chat/completions", json=_body("hello"))
@@ -59,10 +57,3 @@ async def test_two_workers_share_threads_outputs_counts_and_closes(stack):
         assert fork.status_code == 200, fork.text
         [_ async for _ in chunks]
         await stream.close()
-
-        # B has the session cached as open; closing it through A drops that at once
-        assert (await http.post(f"{url_b}/v1/chat/completions", json=_body("cached"))).status_code == 200
-        assert (await http.delete(f"{url_a}/v1/sessions/{session}")).status_code == 200
-        await _until(lambda: f"{TENANT}\0{program_id}" not in b.session_lookups._cached, "B kept the closed session")
-        after = await http.post(f"{url_b}/v1/chat/completions", json=_body("too late"))
-        assert after.status_code == 409 and after.json()["error"]["code"] == "session_ended", after.text

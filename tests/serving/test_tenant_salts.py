@@ -67,7 +67,7 @@ async def test_concurrent_lookups_share_one_request_and_calls_reuse_an_open_one(
 
     async def fetch():
         asked.append(1)
-        return m.SessionInfo(session_id="p", tenant="acme")
+        return m.SessionInfo(session_id="p", tenant="acme", primary_engine="e0")  # reusable once it names one
 
     lookups = SessionLookups(ttl_s=60)
     replies = await asyncio.gather(*(lookups.lookup("acme\0p", fetch, cached_ok=False) for _ in range(50)))
