@@ -32,7 +32,7 @@ from shared.protocol import subjects
 
 MAX_NOTES = 4096  # of each kind in one message; a busier turn sends more messages
 MAX_ID_CHARS = 1024
-KINDS = ("outputs", "completed", "threads")  # ApiPeerNotes.closed is no longer sent: closes are the table's
+KINDS = ("outputs", "completed", "threads")  # closes are not notes: every worker hears the table's
 
 log = get_logger()
 

@@ -46,4 +46,3 @@ class ApiPeerNotes(Message):
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (assistant segment id, call id)
     completed: list[str] = field(default_factory=list)  # program ids, one per call answered
     threads: list[tuple[str, str]] = field(default_factory=list)  # (program id, thread id) placed
-    closed: list[tuple[str, str]] = field(default_factory=list)  # (tenant, program id) closed
