@@ -192,7 +192,8 @@ class Gateway:
             timeout_s = self.settings.nats_request_timeout_s
             return self._session_request(subjects.session_lookup(), m.LookupSession(
                 session_id=program_id, tenant=tenant, deadline_ns=time.time_ns() + int(timeout_s * 1e9)), session_id)
-        return await self.session_lookups.lookup(lookup_key(tenant, program_id), fetch, cached_ok)
+        return await self.session_lookups.lookup(lookup_key(tenant, program_id), fetch, cached_ok,
+                                                 self.completed_calls.get(program_id))
 
     async def lookup_session(self, tenant: str, session_id: str) -> SessionView:
         return _view(await self.session_info(tenant, session_id), session_id)

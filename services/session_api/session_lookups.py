@@ -14,7 +14,13 @@ session closes.
   not kept (the table may have read the session open before the close).
 - A reply naming no primary engine yet (no call of the session has completed) is not reused: the
   router replicas learn where the session's KV lives from it (affinity_chooser.py), so the next
-  call asks again until one has. Its SERPT estimate (`expected_remaining_s`) is as old as the reply.
+  call asks again until one has.
+- The reply's SERPT estimate (`expected_remaining_s`, the table's, conditional on the service the
+  program has received) ages as the program runs. When this process has seen more of the session's
+  calls complete than the reply counts, and the reply is over `REVALIDATE_S` old, a call still
+  takes the cached reply but a fresh one is asked for in the background: no call waits on it, and
+  the estimate a call carries is at most about one call (or `REVALIDATE_S`) behind, as with a 1 s
+  lookup cache.
 - Threads placed since are tracked by `session_threads.py`; a fork from a thread the reply does
   not list asks the table once more before it is refused (gateway.py).
 - `GET /v1/sessions/{id}` always asks the table (its service and counts must be current).
@@ -35,6 +41,7 @@ from services.session_api.errors import ApiError
 from shared.lru import LRU
 from shared.protocol import messages as m
 
+REVALIDATE_S = 1.0  # a progressed session's reply is refreshed in the background past this age
 MAX_CACHED_SESSIONS = 10_000
 
 
@@ -57,10 +64,16 @@ class SessionLookups:
         self._in_flight: dict[str, asyncio.Future] = {}
 
     async def lookup(self, key: str, fetch: Callable[[], Awaitable[m.SessionInfo]],
-                     cached_ok: bool) -> m.SessionInfo:
+                     cached_ok: bool, completed_seen: int | None = None) -> m.SessionInfo:
+        """`completed_seen`: the session's calls this process saw complete (a reply counting fewer
+        is refreshed in the background, see the module's docstring)."""
         hit = self._cached.get(key) if cached_ok and self.ttl_s > 0 else None
         age_s = self.clock() - hit[0] if hit is not None else 0.0
         if hit is not None and age_s <= self.ttl_s and hit[1].primary_engine is not None:
+            if (completed_seen is not None and completed_seen > hit[1].num_completed_calls
+                    and age_s > REVALIDATE_S and key not in self._in_flight):
+                self._in_flight[key] = refresh = asyncio.ensure_future(self._fetch(key, fetch))
+                refresh.add_done_callback(_quietly)
             return hit[1]
         shared = self._in_flight.get(key)
         if shared is None:
@@ -107,6 +120,12 @@ class SessionLookups:
         on ask afresh; the answer of the one in flight is not kept)."""
         self._cached.pop(key, None)
         self._in_flight.pop(key, None)
+
+
+def _quietly(refresh: asyncio.Future) -> None:
+    """A background refresh that failed leaves the cached reply (a call asking later sees the error)."""
+    if not refresh.cancelled():
+        refresh.exception()
 
 
 def _table_silent(exc: ApiError) -> bool:
