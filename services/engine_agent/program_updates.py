@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError
 from shared.bus.incoming import Incoming
+from shared.bus.lost_requests import IfLost
 from shared.engine.program_directory import CachedProgramDirectory
 from shared.logging import get_logger
 from shared.lru import LRU
@@ -102,7 +103,7 @@ class ProgramUpdates:
                 subjects.session_lookup(),
                 m.LookupSession(session_id=program_id, tenant=tenant,
                                 deadline_ns=time.time_ns() + int(self.lookup_timeout_s * 1e9)),
-                timeout_s=self.lookup_timeout_s)
+                timeout_s=self.lookup_timeout_s, if_lost=IfLost.RESEND)
         except (BusError, ProtocolError) as exc:  # the next update of the program brings its state instead
             self.num_fetch_failed += 1
             self.log.warning("program_state_fetch_failed", program_id=program_id, error=str(exc))

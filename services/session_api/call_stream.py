@@ -38,6 +38,7 @@ from services.session_api.stream_machine import (
 )
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError
+from shared.bus.lost_requests import IfLost
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -136,7 +137,8 @@ class CallStream:
         with this one's), then have the router place the call there. Raises the bus's errors."""
         await self._listen_on(route.reply_subject)
         self._placed_reconnects = self._gateway.reconnects()
-        routed = await self._gateway.bus.request(subjects.router_route(), route,
+        # a route request lost with its connection is not sent again: the router may have placed it
+        routed = await self._gateway.bus.request(subjects.router_route(), route, if_lost=IfLost.FAIL,
                                                  timeout_s=self._gateway.settings.route_timeout_s)
         self.route = route
         metrics.note_engine(routed.engine_id)

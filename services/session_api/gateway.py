@@ -39,6 +39,7 @@ from services.session_api.tenant_salts import TenantSalts
 from shared.bus.bus import Bus
 from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import Incoming
+from shared.bus.lost_requests import IfLost
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -143,9 +144,10 @@ class Gateway:
             log.warning("cancel_failed", call_id=call_id, engine_id=engine_id, error=str(exc))
 
     # --- sessions ------------------------------------------------------------------------------
-    async def _session_request(self, subject: str, msg, session_id: str):
+    async def _session_request(self, subject: str, msg, session_id: str, if_lost: IfLost = IfLost.WAIT):
         try:
-            return await self.bus.request(subject, msg, timeout_s=self.settings.nats_request_timeout_s)
+            return await self.bus.request(subject, msg, timeout_s=self.settings.nats_request_timeout_s,
+                                          if_lost=if_lost)
         except RemoteError as exc:
             if exc.code in (ErrorCode.NOT_FOUND.value, ErrorCode.FORBIDDEN.value):
                 raise session_not_found(session_id) from None  # a foreign session looks absent
@@ -182,7 +184,7 @@ class Gateway:
         """The process table's open, idempotent on the program id: concurrent first uses all succeed."""
         return await self._session_request(subjects.session_open(), m.OpenSession(
             session_id=program_id_for(tenant, session_id), tenant=tenant, name=name, workload_class=workload_class),
-            session_id)
+            session_id, IfLost.RESEND)
 
     async def session_info(self, tenant: str, session_id: str, cached_ok: bool = False) -> m.SessionInfo:
         """The table's view; `cached_ok`: an open session's view from before will do (session_lookups.py)."""
@@ -191,7 +193,8 @@ class Gateway:
         def fetch():
             timeout_s = self.settings.nats_request_timeout_s
             return self._session_request(subjects.session_lookup(), m.LookupSession(
-                session_id=program_id, tenant=tenant, deadline_ns=time.time_ns() + int(timeout_s * 1e9)), session_id)
+                session_id=program_id, tenant=tenant, deadline_ns=time.time_ns() + int(timeout_s * 1e9)), session_id,
+                IfLost.RESEND)
         return await self.session_lookups.lookup(lookup_key(tenant, program_id), fetch, cached_ok,
                                                  self.completed_calls.get(program_id))
 

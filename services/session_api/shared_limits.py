@@ -28,6 +28,7 @@ from collections import defaultdict
 from services.session_api.limit_grants import grants_wanted
 from services.session_api.limits import CallLimiter, too_many
 from shared.bus.bus import Bus
+from shared.bus.lost_requests import IfLost
 from shared.core.tenant_limits import ADMITTED, RATE_LIMITED, Limits, TokenBucket, Verdict, decide
 from shared.logging import get_logger
 from shared.lru import LRU
@@ -160,7 +161,8 @@ class SharedCallLimiter:
         try:
             reply = await self.bus.request(subjects.limits_admit(), m.AdmitCalls(
                 worker_id=self.worker_id, seq=seq, tenants=tenants, max_in_flight=self.limits.max_in_flight,
-                rate_per_s=self.limits.rate_per_s, burst=self.limits.burst), timeout_s=self.timeout_s)
+                rate_per_s=self.limits.rate_per_s, burst=self.limits.burst), timeout_s=self.timeout_s,
+                if_lost=IfLost.FAIL)  # decided here at once, as when the owner is silent
             if not isinstance(reply, m.CallsAdmitted) or not len(reply.refused) == len(reply.retry_after_s) == len(batch):
                 raise ProtocolError(f"the limit owner answered {type(reply).__name__} for {len(batch)} calls")
             in_flight = reply.in_flight if len(reply.in_flight) == len(batch) else [0] * len(batch)

@@ -26,8 +26,9 @@ from opentelemetry.trace import SpanKind
 from shared import tracing
 from shared.bus import jetstream
 from shared.bus.connection import connect_nats, url_user
-from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
+from shared.bus.errors import BusError, NoResponders, RemoteError, RequestLost, RequestTimeout
 from shared.bus.incoming import BatchHandler, Handler, Incoming
+from shared.bus.lost_requests import IfLost, InFlightRequests, LostWithConnection
 from shared.bus.resend import ResendingPublisher
 from shared.logging import get_logger
 from shared.protocol import messages as m
@@ -55,6 +56,7 @@ class Bus:
         self.started_at_ns = time.time_ns()
         self.num_rejected = 0  # malformed or unexpected messages seen (for tests and metrics)
         self._reconnected = asyncio.Event()  # set by each reconnect, cleared by `nap`
+        self._in_flight = InFlightRequests()
 
     @classmethod
     async def connect(cls, url: str, service: str, connect_timeout_s: float = 5.0,
@@ -64,9 +66,13 @@ class Bus:
         tracing.configure_tracing(service)
         made: list[Bus] = []  # the reconnect callback needs the Bus, made once the client connected
         nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s,
-                                on_reconnect=lambda: made and made[0]._reconnected.set())
+                                on_reconnect=lambda: made and made[0]._on_reconnect())
         made.append(cls(nc, service, publisher_id, role=url_user(url)))
         return made[0]
+
+    def _on_reconnect(self) -> None:
+        self._reconnected.set()
+        self._in_flight.reconnected()
 
     async def nap(self, seconds: float) -> None:
         """Sleep `seconds`, or less: a reconnect ends the nap at once (a periodic loop then sends
@@ -102,29 +108,44 @@ class Bus:
         """Publish bytes as they are (tests of malformed input; relaying)."""
         await self.nc.publish(subject, data)
 
-    async def request(self, subject: str, msg: Any, *, timeout_s: float) -> Any:
+    async def request(self, subject: str, msg: Any, *, timeout_s: float, if_lost: IfLost = IfLost.WAIT) -> Any:
         """Send a request and return the typed reply. Raises `RequestTimeout`, `NoResponders`,
-        `RemoteError` (the responder sent an `ErrorReply`) or `ProtocolError` (bad reply)."""
+        `RemoteError` (the responder sent an `ErrorReply`) or `ProtocolError` (bad reply).
+        `if_lost`: what to do when the connection it went out on is replaced before the reply came
+        (lost_requests.py); `RequestLost` (a `RequestTimeout`) for `IfLost.FAIL`."""
         data = self.publisher.encode(msg)
         headers = tracing.outgoing_headers()
         deadline = time.monotonic() + timeout_s
-        for attempt in (1, 2):
+        no_responders_retried = False
+        while True:
             try:
-                raw = await self.nc.request(subject, data, timeout=max(deadline - time.monotonic(), 0.001),
-                                            headers=headers)
+                raw = await self._request_once(subject, data, headers, deadline, if_lost)
                 break
             except nats.errors.NoRespondersError:
                 # a subscriber that has only just subscribed can be missed for a moment (see
                 # `subscribe`): ask once more before calling the service absent
-                if attempt == 2 or time.monotonic() + NO_RESPONDERS_RETRY_S >= deadline:
+                if no_responders_retried or time.monotonic() + NO_RESPONDERS_RETRY_S >= deadline:
                     raise NoResponders(f"no responders on {subject}") from None
+                no_responders_retried = True
                 await asyncio.sleep(NO_RESPONDERS_RETRY_S)
+            except LostWithConnection:
+                if if_lost is IfLost.FAIL or time.monotonic() >= deadline:
+                    raise RequestLost(f"the request on {subject} went out on a NATS connection since lost") from None
+                self.log.info("request_resent", subject=subject, reason="connection lost")
             except nats.errors.TimeoutError:
                 raise RequestTimeout(f"no reply on {subject} within {timeout_s:g} s") from None
         body = decode(raw.data).body
         if isinstance(body, m.ErrorReply):
             raise RemoteError(body.code, body.description)
         return body
+
+    async def _request_once(self, subject: str, data: bytes, headers: dict | None, deadline: float,
+                            if_lost: IfLost) -> Msg:
+        timeout = max(deadline - time.monotonic(), 0.001)
+        if if_lost is IfLost.WAIT:
+            return await self.nc.request(subject, data, timeout=timeout, headers=headers)
+        async with self._in_flight.watch(connected=self.nc.is_connected):
+            return await self.nc.request(subject, data, timeout=timeout, headers=headers)
 
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "",
                         types: tuple[type, ...] = (), max_in_flight: int = 1) -> Subscription:

@@ -17,6 +17,11 @@ class RequestTimeout(BusError, TimeoutError):
     """No reply within the request's explicit timeout."""
 
 
+class RequestLost(RequestTimeout):
+    """The connection the request went out on was lost and no reply came: the responder may or
+    may not have acted on it (retryable)."""
+
+
 class NoResponders(BusError):
     """Nobody subscribes to the subject (the service is down)."""
 
