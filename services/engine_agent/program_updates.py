@@ -33,6 +33,7 @@ from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ProtocolError
+from shared.protocol.nats_roles import PROCESS_TABLE
 from shared.protocol.programs import is_one_call_program
 from shared.tasks import cancel_and_wait
 
@@ -103,7 +104,7 @@ class ProgramUpdates:
                 subjects.session_lookup(),
                 m.LookupSession(session_id=program_id, tenant=tenant,
                                 deadline_ns=time.time_ns() + int(self.lookup_timeout_s * 1e9)),
-                timeout_s=self.lookup_timeout_s, if_lost=IfLost.RESEND)
+                timeout_s=self.lookup_timeout_s, if_lost=IfLost.RESEND, responder=PROCESS_TABLE)
         except (BusError, ProtocolError) as exc:  # the next update of the program brings its state instead
             self.num_fetch_failed += 1
             self.log.warning("program_state_fetch_failed", program_id=program_id, error=str(exc))

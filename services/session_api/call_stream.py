@@ -42,6 +42,7 @@ from shared.bus.lost_requests import IfLost
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.nats_roles import ROUTER
 
 log = get_logger()
 
@@ -139,7 +140,7 @@ class CallStream:
         self._placed_reconnects = self._gateway.reconnects()
         # a route request lost with its connection is not sent again: the router may have placed it
         routed = await self._gateway.bus.request(subjects.router_route(), route, if_lost=IfLost.FAIL,
-                                                 timeout_s=self._gateway.settings.route_timeout_s)
+                                                 responder=ROUTER, timeout_s=self._gateway.settings.route_timeout_s)
         self.route = route
         metrics.note_engine(routed.engine_id)
         self._engine_incarnation = self._gateway.engine_incarnation(routed.engine_id)

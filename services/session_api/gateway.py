@@ -45,6 +45,7 @@ from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.envelope import decode
 from shared.protocol.errors import ErrorCode, ProtocolError
+from shared.protocol.nats_roles import PROCESS_TABLE
 
 log = get_logger()
 
@@ -147,7 +148,7 @@ class Gateway:
     async def _session_request(self, subject: str, msg, session_id: str, if_lost: IfLost = IfLost.WAIT):
         try:
             return await self.bus.request(subject, msg, timeout_s=self.settings.nats_request_timeout_s,
-                                          if_lost=if_lost)
+                                          if_lost=if_lost, responder=PROCESS_TABLE)
         except RemoteError as exc:
             if exc.code in (ErrorCode.NOT_FOUND.value, ErrorCode.FORBIDDEN.value):
                 raise session_not_found(session_id) from None  # a foreign session looks absent

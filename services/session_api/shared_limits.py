@@ -35,6 +35,7 @@ from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ProtocolError
+from shared.protocol.nats_roles import PROCESS_TABLE
 from shared.tasks import cancel_and_wait
 
 SNAPSHOT_S = 1.0  # the owner forgets a worker silent for 5 s
@@ -86,7 +87,11 @@ class SharedCallLimiter:
         return self
 
     async def close(self) -> None:
+        """Stop, and tell the owner at once what this worker still holds: its grants go back, so a
+        stopped worker never keeps its tenants near a limit for the owner's 5 s of silence."""
         await cancel_and_wait(self._snapshots)
+        self._return_grants(list(self._grants))
+        await self._send_snapshot()
 
     def in_flight(self, tenant: str) -> int:
         return self._by_tenant.get(tenant, 0)
@@ -162,7 +167,7 @@ class SharedCallLimiter:
             reply = await self.bus.request(subjects.limits_admit(), m.AdmitCalls(
                 worker_id=self.worker_id, seq=seq, tenants=tenants, max_in_flight=self.limits.max_in_flight,
                 rate_per_s=self.limits.rate_per_s, burst=self.limits.burst), timeout_s=self.timeout_s,
-                if_lost=IfLost.FAIL)  # decided here at once, as when the owner is silent
+                if_lost=IfLost.FAIL, responder=PROCESS_TABLE)  # decided here at once, as when the owner is silent
             if not isinstance(reply, m.CallsAdmitted) or not len(reply.refused) == len(reply.retry_after_s) == len(batch):
                 raise ProtocolError(f"the limit owner answered {type(reply).__name__} for {len(batch)} calls")
             in_flight = reply.in_flight if len(reply.in_flight) == len(batch) else [0] * len(batch)
@@ -224,8 +229,10 @@ class SharedCallLimiter:
     def _return_idle_grants(self) -> None:
         """Grants of tenants that took none for GRANT_IDLE_S go back, as released calls."""
         now = self.clock()
-        idle = [t for t in self._grants if now - self._grant_used_s.get(t, 0.0) >= GRANT_IDLE_S]
-        for tenant in idle:
+        self._return_grants([t for t in self._grants if now - self._grant_used_s.get(t, 0.0) >= GRANT_IDLE_S])
+
+    def _return_grants(self, tenants: list[str]) -> None:
+        for tenant in tenants:
             count = self._grants.pop(tenant)
             self._grant_used_s.pop(tenant, None)
             self._by_tenant[tenant] -= count
@@ -243,9 +250,12 @@ class SharedCallLimiter:
         while True:
             await asyncio.sleep(SNAPSHOT_S)
             self._return_idle_grants()
-            released, self._released = dict(self._released), defaultdict(int)
-            await self._publish(m.LimitUsage(worker_id=self.worker_id, released=released,
-                                             in_flight=dict(self._by_tenant), awaiting=sorted(self._awaiting)))
+            await self._send_snapshot()
+
+    async def _send_snapshot(self) -> None:
+        released, self._released = dict(self._released), defaultdict(int)
+        await self._publish(m.LimitUsage(worker_id=self.worker_id, released=released,
+                                         in_flight=dict(self._by_tenant), awaiting=sorted(self._awaiting)))
 
     async def _publish(self, msg: m.LimitUsage) -> None:
         try:

@@ -36,6 +36,7 @@ from shared.protocol import subjects
 from shared.protocol.attribution import attribution_problem
 from shared.protocol.envelope import Publisher, decode, make_publisher_id
 from shared.protocol.errors import ErrorCode, ProtocolError
+from shared.protocol.nats_roles import CLI, SERVICE_ROLES
 
 SUBSCRIBE_SETTLE_S = 0.002
 NO_RESPONDERS_RETRY_S = 0.02
@@ -67,12 +68,31 @@ class Bus:
         made: list[Bus] = []  # the reconnect callback needs the Bus, made once the client connected
         nc = await connect_nats(url, name=service, connect_timeout_s=connect_timeout_s,
                                 on_reconnect=lambda: made and made[0]._on_reconnect())
-        made.append(cls(nc, service, publisher_id, role=url_user(url)))
-        return made[0]
+        bus = cls(nc, service, publisher_id, role=url_user(url))
+        made.append(bus)
+        if bus.role != CLI:  # the read-only role neither says nor hears reconnects
+            await bus.subscribe(subjects.bus_reconnected(), bus._on_peer_reconnected, types=(m.BusReconnected,))
+        return bus
 
     def _on_reconnect(self) -> None:
         self._reconnected.set()
         self._in_flight.reconnected()
+        if self.role != CLI:  # requests sent to this process before now may be lost: say so
+            task = asyncio.ensure_future(self._say_reconnected())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _say_reconnected(self) -> None:
+        try:
+            await self.publish(subjects.bus_reconnected(), m.BusReconnected(service=self.service,
+                                                                            publisher_id=self.publisher_id))
+        except Exception as exc:  # closing, or lost again: the next reconnect says it
+            self.log.warning("reconnect_notice_failed", error=str(exc))
+
+    async def _on_peer_reconnected(self, msg: Incoming) -> None:
+        notice: m.BusReconnected = msg.body
+        if notice.publisher_id != self.publisher_id and notice.service in SERVICE_ROLES:
+            self._in_flight.peer_reconnected(notice.service)
 
     async def nap(self, seconds: float) -> None:
         """Sleep `seconds`, or less: a reconnect ends the nap at once (a periodic loop then sends
@@ -108,18 +128,20 @@ class Bus:
         """Publish bytes as they are (tests of malformed input; relaying)."""
         await self.nc.publish(subject, data)
 
-    async def request(self, subject: str, msg: Any, *, timeout_s: float, if_lost: IfLost = IfLost.WAIT) -> Any:
+    async def request(self, subject: str, msg: Any, *, timeout_s: float, if_lost: IfLost = IfLost.WAIT,
+                      responder: str = "") -> Any:
         """Send a request and return the typed reply. Raises `RequestTimeout`, `NoResponders`,
         `RemoteError` (the responder sent an `ErrorReply`) or `ProtocolError` (bad reply).
-        `if_lost`: what to do when the connection it went out on is replaced before the reply came
-        (lost_requests.py); `RequestLost` (a `RequestTimeout`) for `IfLost.FAIL`."""
+        `if_lost`: what to do when the connection it went out on, or that of a process of the
+        `responder` service, is replaced before the reply came (lost_requests.py); `RequestLost`
+        (a `RequestTimeout`) for `IfLost.FAIL`."""
         data = self.publisher.encode(msg)
         headers = tracing.outgoing_headers()
         deadline = time.monotonic() + timeout_s
         no_responders_retried = False
         while True:
             try:
-                raw = await self._request_once(subject, data, headers, deadline, if_lost)
+                raw = await self._request_once(subject, data, headers, deadline, if_lost, responder)
                 break
             except nats.errors.NoRespondersError:
                 # a subscriber that has only just subscribed can be missed for a moment (see
@@ -130,7 +152,8 @@ class Bus:
                 await asyncio.sleep(NO_RESPONDERS_RETRY_S)
             except LostWithConnection:
                 if if_lost is IfLost.FAIL or time.monotonic() >= deadline:
-                    raise RequestLost(f"the request on {subject} went out on a NATS connection since lost") from None
+                    raise RequestLost(f"the request on {subject} was lost with a NATS connection (this process's "
+                                      f"or its responder's)") from None
                 self.log.info("request_resent", subject=subject, reason="connection lost")
             except nats.errors.TimeoutError:
                 raise RequestTimeout(f"no reply on {subject} within {timeout_s:g} s") from None
@@ -140,11 +163,11 @@ class Bus:
         return body
 
     async def _request_once(self, subject: str, data: bytes, headers: dict | None, deadline: float,
-                            if_lost: IfLost) -> Msg:
+                            if_lost: IfLost, responder: str) -> Msg:
         timeout = max(deadline - time.monotonic(), 0.001)
         if if_lost is IfLost.WAIT:
             return await self.nc.request(subject, data, timeout=timeout, headers=headers)
-        async with self._in_flight.watch(connected=self.nc.is_connected):
+        async with self._in_flight.watch(connected=self.nc.is_connected, responder=responder):
             return await self.nc.request(subject, data, timeout=timeout, headers=headers)
 
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "",

@@ -98,9 +98,11 @@ class Permissions:
 
 def _service(role: str, publish: list[str], subscribe: list[str], user: str = "") -> Permissions:
     return Permissions(
-        # health(role): the container's own health probe asks its service (docker/healthcheck.py)
-        publish=[*publish, subjects.errors(role), subjects.health(role), *_create_streams(), *_own_durables(role)],
-        subscribe=[*subscribe, f"{inbox(user or role)}.>", subjects.health(role)])
+        # health(role): the container's own health probe asks its service (docker/healthcheck.py);
+        # bus_reconnected: every service says when its connection was replaced, and hears the others
+        publish=[*publish, subjects.errors(role), subjects.health(role), subjects.bus_reconnected(),
+                 *_create_streams(), *_own_durables(role)],
+        subscribe=[*subscribe, f"{inbox(user or role)}.>", subjects.health(role), subjects.bus_reconnected()])
 
 
 def _others_durables() -> list[str]:

@@ -7,6 +7,7 @@ Hierarchy (`autellix.` prefix):
     cmd.health.<service>              HealthCheck         core request/reply, every instance answers
     cmd.limits.{admit,usage}          AdmitCalls/LimitUsage core, every process table (the limit owner)
     state.api.peer_notes              ApiPeerNotes        core, every session_api worker (their caches)
+    state.bus.reconnected             BusReconnected      core, every service (requests to it may be lost)
     tokens.<call_id>                  TokenChunk          core (the stream has its own end marker)
     hb.engine.<engine_id>             EngineHeartbeat     core (loss harmless: the next one comes)
     state.engine.<engine_id>.queue    EngineQueueSnapshot core
@@ -75,6 +76,10 @@ def limits_usage() -> str:
 
 def api_peer_notes() -> str:
     return f"{PREFIX}.state.api.peer_notes"
+
+
+def bus_reconnected() -> str:
+    return f"{PREFIX}.state.bus.reconnected"
 
 
 def all_limits() -> str:

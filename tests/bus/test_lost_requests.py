@@ -129,3 +129,49 @@ async def test_a_request_sent_after_the_reconnect_is_not_cut_short():
     await asyncio.sleep(0.01)
     await after
     assert outcome[-1] == "answered"
+
+
+async def test_a_request_to_a_service_that_reconnected_ends_at_its_notice(make_bus):
+    """The responder sat behind the cut: its `BusReconnected` (sent by its bus on reconnect) ends
+    what was sent to that service before, though the requester's own connection never broke."""
+    requester, responder = await make_bus("session_api"), await make_bus("router")
+    subject = subjects.health("deaf" + uuid.uuid4().hex[:10])
+
+    async def never_answers(msg):
+        await asyncio.sleep(REQUEST_TIMEOUT_S)
+
+    await responder.subscribe(subject, never_answers)
+    pending = asyncio.create_task(requester.request(subject, m.HealthCheck(), timeout_s=REQUEST_TIMEOUT_S,
+                                                    if_lost=IfLost.FAIL, responder="router"))
+    unrelated = asyncio.create_task(requester.request(subject, m.HealthCheck(), timeout_s=1.0,
+                                                      if_lost=IfLost.FAIL, responder="process_table"))
+    await asyncio.sleep(0.1)
+    t0 = time.monotonic()
+    responder._on_reconnect()  # as nats-py calls it once the router's bus is connected elsewhere
+    with pytest.raises(RequestLost):
+        await pending
+    assert time.monotonic() - t0 < 2.0
+    with pytest.raises(RequestTimeout) as other:  # another service's request keeps its own timeout
+        await unrelated
+    assert not isinstance(other.value, RequestLost)
+
+
+async def test_after_a_service_reconnected_its_requests_get_a_short_leash_for_a_while():
+    """The cluster may still route to the service's old subscriptions behind the cut: a request
+    sent in the window that gets no reply in `suspect_attempt_s` is lost; after the window, not."""
+    watched = InFlightRequests(grace_s=0.05, suspect_s=0.3, suspect_attempt_s=0.05)
+
+    async def attempt(responder: str, wait_s: float) -> str:
+        try:
+            async with watched.watch(connected=True, responder=responder):
+                await asyncio.sleep(wait_s)
+            return "answered"
+        except LostWithConnection:
+            return "lost"
+
+    watched.peer_reconnected("router")
+    assert await attempt("router", 0.1) == "lost"  # in the window, no reply within the leash
+    assert await attempt("router", 0.01) == "answered"  # a quick reply is taken
+    assert await attempt("process_table", 0.1) == "answered"  # another service is not suspect
+    await asyncio.sleep(0.3)
+    assert await attempt("router", 0.1) == "answered"  # the window is over

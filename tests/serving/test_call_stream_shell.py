@@ -32,7 +32,7 @@ class FakeMesh:
         self.route_error: Exception | None = None
         self.bus = SimpleNamespace(request=self._route)
 
-    async def _route(self, subject, route, timeout_s, if_lost):
+    async def _route(self, subject, route, timeout_s, if_lost, responder):
         if self.route_error is not None:
             raise self.route_error
         self.routes.append(route)

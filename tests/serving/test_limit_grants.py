@@ -77,6 +77,25 @@ async def test_later_calls_use_grants_and_idle_grants_go_back(tmp_path):
         await _stop(owner, limiter, buses, nats)
 
 
+async def test_a_stopping_worker_gives_its_grants_back_at_once(tmp_path):
+    """Not after the owner's SILENT_WORKER_S: a replaced API worker would hold its tenants' grants."""
+    nats = NatsServer(tmp_path / "nats").start()
+    owner, limiter, asked, buses = await _owner_and_worker(nats, limit_grants_ahead=4)
+    try:
+        await limiter.admit("t", None)
+        deadline = time.monotonic() + 5
+        while owner.ledger.in_flight("t") != 1 + 4:
+            assert time.monotonic() < deadline, "the grants never reached the owner's count"
+            await asyncio.sleep(0.01)
+        await limiter.close()  # one call still in flight, four grants held
+        deadline = time.monotonic() + 0.5  # well within the snapshot interval and the owner's silence
+        while owner.ledger.in_flight("t") != 1:
+            assert time.monotonic() < deadline, f"the owner still counts {owner.ledger.in_flight('t')}"
+            await asyncio.sleep(0.01)
+    finally:
+        await _stop(owner, limiter, buses, nats)
+
+
 async def test_near_a_limit_every_call_asks_the_owner(tmp_path):
     nats = NatsServer(tmp_path / "nats").start()
     owner, limiter, asked, buses = await _owner_and_worker(nats, limit_grants_ahead=4,

@@ -107,9 +107,7 @@ def _body(content: str) -> dict:
 async def test_a_close_through_another_api_refuses_the_next_call_at_once(stack):
     apps: list = []
     headers = {"Authorization": f"Bearer {stack.key(TENANT)}"}
-    # no admissions granted ahead: a stopped replica's unreturned grants count against the tenant at the
-    # limit owner until it is heard silent (5 s), and would hold back the next test's tenant
-    async with api_replica(stack, apps, limit_grants_ahead=0) as url_a, api_replica(stack, apps, limit_grants_ahead=0) as url_b, \
+    async with api_replica(stack, apps) as url_a, api_replica(stack, apps) as url_b, \
             httpx.AsyncClient(timeout=30, headers=headers) as http:
         a = apps[0].state.gateway
         assert a.settings.session_cache_ttl_s == 60.0  # the default
@@ -144,7 +142,7 @@ async def test_a_fork_from_a_thread_the_cached_view_predates_asks_the_table_agai
     program = program_id_for(TENANT, session)
     key = lookup_key(TENANT, program)
     headers = {"Authorization": f"Bearer {stack.key(TENANT)}", "X-Session-Id": session}
-    async with api_replica(stack, apps, limit_grants_ahead=0) as url_a, api_replica(stack, apps, limit_grants_ahead=0) as url_b, \
+    async with api_replica(stack, apps) as url_a, api_replica(stack, apps) as url_b, \
             httpx.AsyncClient(timeout=30, headers=headers) as http:
         b = apps[1].state.gateway
         while key not in b.session_lookups._cached or b.session_lookups._cached[key][1].primary_engine is None:

@@ -42,6 +42,7 @@ from shared.protocol.messages.limits import (
     LimitUsage,
 )
 from shared.protocol.messages.replies import (
+    BusReconnected,
     ErrorRaised,
     ErrorReply,
     HealthCheck,
@@ -69,6 +70,6 @@ __all__ = [
     "RouteCall", "RunCall", "CancelCall", "CallSubmitted", "CallRouted", "CallStarted", "CallPreempted",
     "CallCompleted", "TokenChunk", "PromptSegment", "ProgramServiceUpdated", "ProgramPromoted",
     "EngineHeartbeat", "WaitingCall", "EngineQueueSnapshot", "TenantShares", "AdmitCalls", "CallsAdmitted",
-    "LimitUsage", "ApiPeerNotes", "ErrorReply", "OkReply", "ErrorRaised", "HealthCheck", "HealthStatus",
+    "LimitUsage", "ApiPeerNotes", "BusReconnected", "ErrorReply", "OkReply", "ErrorRaised", "HealthCheck", "HealthStatus",
     "error_reply", "AUDIT_EVENT_TYPES",
 ]

@@ -18,6 +18,14 @@ class OkReply(Message):
     detail: str = ""
 
 
+@message("bus.reconnected")
+class BusReconnected(Message):
+    """Event (core NATS, every service): this process's NATS connection was replaced; requests
+    sent to it before may have been lost with the old one (shared/bus/lost_requests.py)."""
+    service: str
+    publisher_id: str
+
+
 @message("error.raised")
 class ErrorRaised(Message):
     """Event (core NATS on `errors.<service>`): a message was rejected or a handler failed."""
