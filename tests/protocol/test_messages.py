@@ -50,6 +50,7 @@ SAMPLES = [
     m.CallsAdmitted(refused=["", "rate_limit_exceeded"], retry_after_s=[0.0, 0.25], in_flight=[3, 4]),
     m.LimitUsage(worker_id="session_api-1", released={"acme": 2}, in_flight={"acme": 1}, awaiting=[8]),
     m.ApiPeerNotes(worker_id="session_api-1", outputs=[("seg", "c1")], completed=["p1"], threads=[("p1", "t2")]),
+    m.BusReconnected(service="router", publisher_id="router-1"),
     m.ErrorReply(code="not_found", description="no session s9"),
     m.OkReply(),
     m.ErrorRaised(service="router", code="bad_request", description="x", subject="a.b"),
