@@ -11,6 +11,8 @@ every service's bus), so a request to that service sent before then is treated t
 few seconds after that, the cluster still holds the service's old subscriptions on the cut server
 (until its routes to that server miss their pings) and may hand a request to them: a request to
 the service in that window that gets no reply within `SUSPECT_ATTEMPT_S` is taken as lost too.
+A process that has itself just reconnected may have missed such notices while it was cut off, so
+after its own reconnect every service is in that window.
 
 The caller says what a lost request means for it (`IfLost`): wait out the timeout anyway, fail at
 once with `RequestLost` (retryable: the request may or may not have been acted on), or send it
@@ -33,6 +35,7 @@ SUSPECT_S = 5.0
 # in that window, a request to the service is taken as lost when its reply has not come in this
 # (replies take milliseconds; a placement waits on one engine for up to 2 s only when it is failing)
 SUSPECT_ATTEMPT_S = 1.0
+_EVERY_SERVICE = "*"
 
 
 class IfLost(enum.Enum):
@@ -57,10 +60,11 @@ class InFlightRequests:
         self.suspect_attempt_s = suspect_attempt_s
         self.connection = 1
         self._watched: dict[asyncio.Timeout, tuple[int, str]] = {}
-        self._suspect_until: dict[str, float] = {}  # service -> loop time its window ends
+        self._suspect_until: dict[str, float] = {}  # service (or _EVERY_SERVICE) -> loop time its window ends
 
     def reconnected(self) -> None:
         self.connection += 1
+        self._suspect_until[_EVERY_SERVICE] = asyncio.get_running_loop().time() + self.suspect_s
         self._cut_short(lambda sent_on, responder: sent_on < self.connection)
 
     def peer_reconnected(self, service: str) -> None:
@@ -69,14 +73,16 @@ class InFlightRequests:
         self._cut_short(lambda sent_on, responder: responder == service)
 
     def _leash_ends(self, responder: str) -> float | None:
-        suspect_until = self._suspect_until.get(responder)
-        if suspect_until is None:
+        if not self._suspect_until:
             return None
         now = asyncio.get_running_loop().time()
-        if now >= suspect_until:
-            del self._suspect_until[responder]
-            return None
-        return now + self.suspect_attempt_s
+        for key in (responder, _EVERY_SERVICE):
+            until = self._suspect_until.get(key)
+            if until is not None and now >= until:
+                del self._suspect_until[key]
+            elif until is not None:
+                return now + self.suspect_attempt_s
+        return None
 
     def _cut_short(self, lost) -> None:
         if not self._watched:

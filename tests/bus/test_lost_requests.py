@@ -175,3 +175,21 @@ async def test_after_a_service_reconnected_its_requests_get_a_short_leash_for_a_
     assert await attempt("process_table", 0.1) == "answered"  # another service is not suspect
     await asyncio.sleep(0.3)
     assert await attempt("router", 0.1) == "answered"  # the window is over
+
+
+async def test_after_its_own_reconnect_every_service_is_on_a_short_leash():
+    """Notices sent while this process was cut off never reached it."""
+    watched = InFlightRequests(grace_s=0.05, suspect_s=0.3, suspect_attempt_s=0.05)
+
+    async def attempt(responder: str) -> str:
+        try:
+            async with watched.watch(connected=True, responder=responder):
+                await asyncio.sleep(0.1)
+            return "answered"
+        except LostWithConnection:
+            return "lost"
+
+    watched.reconnected()
+    assert [await attempt("router"), await attempt("process_table")] == ["lost", "lost"]
+    await asyncio.sleep(0.3)
+    assert await attempt("router") == "answered"
