@@ -48,6 +48,7 @@ def _concrete_subjects() -> dict[str, list[str]]:
         "limits_usage": [subjects.limits_usage()],
         "all_limits": [subjects.limits_admit()],
         "api_peer_notes": [subjects.api_peer_notes()],  # API workers keep each other's caches
+        "bus_reconnected": [subjects.bus_reconnected()],  # every service hears the others' reconnects
         "errors": [subjects.errors("fuzz")],
         "all_errors": [subjects.errors("fuzz2")],
         # JetStream (durable consumers of the process table and the controller)
