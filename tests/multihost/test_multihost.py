@@ -7,8 +7,9 @@ The killed agent is started again on its host after 1 s, as a supervisor would, 
 completion outbox. Asserted: nothing lost and nothing counted twice (the issue's targets), no
 non-retryable error, the audit stream writable through the surviving nodes and holding every
 applied call's placement, the mesh serving again after both faults, the cut node catching up. The
-recovery target (p99 under 5 s) is `test_recovery_target`, expected to fail for the reasons
-docs/multihost.md gives; docs/results/multihost/ has the measured numbers."""
+recovery target (p99 under 5 s) is `test_recovery_target`, a non-strict xfail: met in 10 of 10
+quiet runs, with little margin above the plan's floor (docs/results/multihost/dec5_lost_requests);
+docs/results/multihost/ has every measured run."""
 
 from __future__ import annotations
 
