@@ -78,9 +78,14 @@ class Bus:
         self._reconnected.set()
         self._in_flight.reconnected()
         if self.role != CLI:  # requests sent to this process before now may be lost: say so
-            task = asyncio.ensure_future(self._say_reconnected())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._say_reconnected())
+
+    def _spawn(self, coro) -> asyncio.Task:
+        """A task `close` waits for (a handler, a notice)."""
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _say_reconnected(self) -> None:
         try:
@@ -181,9 +186,7 @@ class Bus:
                 await self._dispatch(raw, handler, types)
                 return
             await limit.acquire()
-            task = asyncio.create_task(self._dispatch(raw, handler, types))
-            self._tasks.add(task)
-            task.add_done_callback(lambda t: (self._tasks.discard(t), limit.release()))
+            self._spawn(self._dispatch(raw, handler, types)).add_done_callback(lambda _: limit.release())
 
         sub = await self.nc.subscribe(subject, queue=queue, cb=on_raw)
         self._subs.append(sub)

@@ -160,7 +160,7 @@ async def test_closed_expired_and_one_call_programs_are_forgotten_everywhere(liv
         # that kept its lookup too (its next call is refused at once, not after the cache's minute)
         idle = (await http.post("/v1/sessions", json={})).json()["id"]
         apps: list = []
-        async with api_replica(stack, apps, limit_grants_ahead=0) as replica_url:  # see test_session_closes
+        async with api_replica(stack, apps) as replica_url:
             api = apps[0].state.gateway
             replica = openai.AsyncOpenAI(base_url=f"{replica_url}/v1", api_key=stack.key("acme"), max_retries=0)
             while (kept := api.session_lookups._cached.get(lookup_key("acme", idle))) is None or not kept[1].primary_engine:
