@@ -76,7 +76,7 @@ class Simulation:
         self._in_flight: dict[str, tuple[ProgramRun, int, float, int]] = {}
         self._submit_seq = 0
         self._rr_index = 0
-        # SERPT learns program sizes per workload as programs finish, from nothing (no oracle)
+        # SERPT and Gittins learn program sizes per workload as programs finish, from nothing (no oracle)
         self._sizes = SizeEstimator() if "expected_remaining_s" in config.policy.inputs else None
         self._regime = RegimeAccumulator()
         self._records: list[ProgramRecord] = []
@@ -162,7 +162,8 @@ class Simulation:
             prompt_segments=spec.prompt_segments, max_output_tokens=spec.output_tokens,
             arrival_s=now, program_arrival_s=run.arrival_s, seq=self._submit_seq,
             oracle_remaining_s=run.oracle_remaining_s,
-            expected_remaining_s=self._sizes.expected_remaining_s(run.spec.workload, ledger.service_s)
+            expected_remaining_s=self._sizes.rank_s(run.spec.workload, ledger.service_s,
+                                                    self._config.policy.impl.size_rank)
             if self._sizes is not None else None,
         )
         self._submit_seq += 1

@@ -43,6 +43,7 @@ from services.process_table.views import (
 )
 from shared.bus import Bus, Incoming
 from shared.core.mlfq import MlfqConfig
+from shared.core.policy import SchedulingPolicy
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -92,7 +93,8 @@ class ProcessTableService:
         self.log = get_logger(component="process_table")
         self.applier = BatchApplier(engine)
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
-        self.sizes = ProgramSizes()  # SERPT: what closed sessions teach about their type's size
+        # SERPT and Gittins: what closed sessions teach about their type's size
+        self.sizes = ProgramSizes(SchedulingPolicy(settings.scheduling_policy).impl.size_rank)
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.all_completions(),
             types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion,

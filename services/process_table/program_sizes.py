@@ -1,4 +1,4 @@
-"""SERPT's program sizes in the process table: the owner of finished programs is the owner of what
+"""Learned program sizes (SERPT, Gittins) in the process table: the owner of finished programs is the owner of what
 they teach (shared/core/size_estimator.py).
 
 A type is a tenant's workload class (the `workload_class` a session is opened with; "" for none),
@@ -7,7 +7,8 @@ client or idle expiry) with at least one completed call adds its service S_p as 
 (under `sum` aggregation, the program's total; a promoted program's counts from its last
 promotion). At start-up the windows are refilled from the most recently closed sessions, so a
 restart forgets nothing. A lookup answers the session's expected remaining service at its current
-S_p; the API carries it with each call to the engine (SERPT orders admission by it).
+S_p (for SERPT; the Gittins policy's rank of the same window for it); the API carries it with each
+call to the engine, which orders admission by it.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def size_type(tenant_id: str, workload_class: str) -> str:
 
 
 class ProgramSizes:
-    def __init__(self, config: SizeEstimatorConfig | None = None) -> None:
+    def __init__(self, rank: str = "mean_excess", config: SizeEstimatorConfig | None = None) -> None:
         self.estimator = SizeEstimator(config)
+        self.rank = rank  # the policy's size_rank: the statistic a lookup answers
 
     def observe(self, view: ProgramView) -> None:
         """A session closed: what it received is one sample of its type (a session that never
@@ -34,7 +36,8 @@ class ProgramSizes:
             self.estimator.observe(size_type(view.tenant_id, view.workload_class), max(view.service_s, 0.0))
 
     def expected_remaining_s(self, view: ProgramView) -> float | None:
-        return self.estimator.expected_remaining_s(size_type(view.tenant_id, view.workload_class), view.service_s)
+        """The session's size rank at its current S_p (SERPT: its expected remaining service)."""
+        return self.estimator.rank_s(size_type(view.tenant_id, view.workload_class), view.service_s, self.rank)
 
     async def load(self, conn: AsyncConnection) -> int:
         """Refill every window from the most recently closed sessions, oldest first; returns how

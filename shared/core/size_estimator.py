@@ -1,10 +1,16 @@
 """Expected remaining work of a program, learned online from finished programs of the same type.
 
 No oracle: each agent type (a workload name, or the type a client declares for its session) keeps a
-bounded window of the total service its recent programs received. A running program that has
-attained `a` seconds is expected to need E[X - a | X > a] more, the mean excess of the window's
-samples above `a` (a program longer than every sample so far is expected to need as much again as
-it has had: the least-attained order, with no claim of knowing more).
+bounded window of the total service its recent programs received. Two ranks (seconds, lower runs
+first) of a running program that has attained `a` seconds are read from that window:
+- `mean_excess`: E[X - a | X > a], the expected remaining service (SERPT);
+- `gittins`: the Gittins rank, min over quanta d of E[min(X - a, d) | X > a] / P(X - a <= d | X > a),
+  the expected service per unit of probability of finishing within the best next quantum. It is
+  never above the mean excess (d = the largest sample gives the mean excess), and lower for a
+  program about to reach a size many programs of its type stop at. Over the window's samples the
+  minimum is taken at the samples above `a`.
+A program longer than every sample so far ranks as what it has had (the least-attained order, with
+no claim of knowing more).
 
 Pure and deterministic: the window holds the last `window` samples in arrival order; queries are
 O(log n) over a sorted copy with suffix sums, rebuilt on each new sample (programs finish rarely
@@ -14,10 +20,13 @@ compared with scheduling decisions).
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from dataclasses import dataclass
 
 from shared.lru import LRU
+
+RANKS = ("mean_excess", "gittins")  # what a policy can order by (Policy.size_rank)
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,25 @@ class _TypeSketch:
             return None
         return self.suffix[i] / above - attained_s
 
+    def gittins_rank(self, attained_s: float) -> float | None:
+        """min over the samples y_k above a of (sum_{i<=k} (y_i - a) + (m - k)(y_k - a)) / k, m the
+        samples above a (E[min(X - a, y_k - a)] / P(X <= y_k), both given X > a); None when no
+        sample exceeds a. Ties are taken at their last index (a quantum ends at a value, not inside it)."""
+        ys = self.sorted
+        i = bisect.bisect_right(ys, attained_s)
+        m = len(ys) - i
+        if m == 0:
+            return None
+        best = math.inf
+        done = 0.0  # sum of (y - a) over the samples up to k
+        for k in range(1, m + 1):
+            excess = ys[i + k - 1] - attained_s
+            done += excess
+            if k < m and ys[i + k] == ys[i + k - 1]:
+                continue
+            best = min(best, (done + (m - k) * excess) / k)
+        return best
+
 
 class SizeEstimator:
     """Per-type windows of finished programs' total service; one owner feeds it (the simulator,
@@ -86,10 +114,17 @@ class SizeEstimator:
     def expected_remaining_s(self, program_type: str | None, attained_s: float) -> float | None:
         """Expected remaining service of a program that attained `attained_s`; None when the type
         has fewer than `min_samples` finished programs (the caller falls back to its own order)."""
+        return self.rank_s(program_type, attained_s, "mean_excess")
+
+    def rank_s(self, program_type: str | None, attained_s: float, rank: str) -> float | None:
+        """The program's `rank` (one of RANKS) at `attained_s`; None when the type has fewer than
+        `min_samples` finished programs (the caller falls back to its own order)."""
+        if rank not in RANKS:
+            raise ValueError(f"unknown size rank {rank!r}; valid ranks: {', '.join(RANKS)}")
         if program_type is None:
             return None
         sketch = self._types.get(program_type)
         if sketch is None or len(sketch.recent) < self.config.min_samples:
             return None
-        excess = sketch.mean_excess(attained_s)
-        return attained_s if excess is None else excess
+        value = sketch.mean_excess(attained_s) if rank == "mean_excess" else sketch.gittins_rank(attained_s)
+        return attained_s if value is None else value

@@ -68,3 +68,47 @@ def test_bad_config_is_refused():
         SizeEstimatorConfig(window=4, min_samples=5)
     with pytest.raises(ValueError):
         SizeEstimatorConfig(window=0)
+
+
+def _brute_gittins(samples: list[float], a: float) -> float:
+    """The definition: min over quanta d (each sample's excess above a) of
+    E[min(X - a, d) | X > a] / P(X - a <= d | X > a)."""
+    above = [x - a for x in samples if x > a]
+    if not above:
+        return a
+    m = len(above)
+    return min(sum(min(e, d) for e in above) / m / (sum(e <= d for e in above) / m) for d in above)
+
+
+def _fed(samples: list[float], window: int = 80) -> SizeEstimator:
+    est = SizeEstimator(SizeEstimatorConfig(window=window, min_samples=1))
+    for x in samples:
+        est.observe("t", x)
+    return est
+
+
+@given(totals, attained, st.integers(min_value=1, max_value=40))
+def test_gittins_rank_matches_its_definition_over_the_window(samples, a, window):
+    got = _fed(samples, window).rank_s("t", a, "gittins")
+    assert math.isclose(got, _brute_gittins(samples[-window:], a), rel_tol=1e-9, abs_tol=1e-6)
+
+
+@given(totals, attained)
+def test_gittins_rank_is_never_above_the_mean_excess(samples, a):
+    est = _fed(samples)
+    assert est.rank_s("t", a, "gittins") <= est.rank_s("t", a, "mean_excess") * (1 + 1e-12) + 1e-9
+
+
+def test_gittins_favours_a_program_about_to_reach_where_most_stop():
+    # nine programs of 1 s, one of 100 s: a new program most likely needs 1 s
+    est = _fed([1.0] * 9 + [100.0])
+    assert math.isclose(est.rank_s("t", 0.0, "mean_excess"), 10.9)
+    assert math.isclose(est.rank_s("t", 0.0, "gittins"), 10 / 9)  # a 1 s quantum ends 9 of 10
+    # past the common size only the long one is left: both ranks are what it still needs
+    assert math.isclose(est.rank_s("t", 2.0, "gittins"), 98.0)
+    assert math.isclose(est.rank_s("t", 2.0, "mean_excess"), 98.0)
+
+
+def test_an_unknown_rank_is_refused():
+    with pytest.raises(ValueError, match="valid ranks: mean_excess, gittins"):
+        _fed([1.0]).rank_s("t", 0.0, "median")

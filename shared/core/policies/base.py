@@ -30,8 +30,8 @@ class CallView:
     thread_service_s: float  # s_T of the call's thread now (ATLAS critical path)
     program_arrival_s: float  # when the program started
     oracle_remaining_s: float = 0.0  # SRPT only: remaining total service of the program
-    # SERPT only: the program's expected remaining service at submit, learned from finished
-    # programs of its type (shared/core/size_estimator.py); None: too few of its type yet
+    # SERPT and Gittins: the program's learned size rank at submit (the policy's `size_rank` of its
+    # type's finished programs, shared/core/size_estimator.py); None: too few of its type yet
     expected_remaining_s: float | None = None
 
 
@@ -46,6 +46,8 @@ class Policy:
     aggregation: ClassVar[ServiceAggregation] = ServiceAggregation.SUM  # how S_p folds thread services
     static_key: ClassVar[bool] = False  # key fixed by arrival order alone (what stock vLLM FCFS does)
     inputs: ClassVar[frozenset[str]] = frozenset()  # of INPUTS: what the driver must supply per call
+    # with input expected_remaining_s: which rank of the learned sizes the driver supplies in it
+    size_rank: ClassVar[str] = "mean_excess"
 
     def key(self, call: CallView, mlfq: MlfqConfig) -> PriorityKey:
         raise NotImplementedError

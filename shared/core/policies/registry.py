@@ -6,10 +6,12 @@ from __future__ import annotations
 from shared.core.policies.atlas import Atlas
 from shared.core.policies.base import INPUTS, Policy
 from shared.core.policies.fcfs import Fcfs
+from shared.core.policies.gittins import Gittins
 from shared.core.policies.mlfq import Mlfq
 from shared.core.policies.plas import Plas
 from shared.core.policies.serpt import Serpt
 from shared.core.policies.srpt import Srpt
+from shared.core.size_estimator import RANKS
 
 BUILTIN: tuple[Policy, ...] = (
     Fcfs(),
@@ -18,6 +20,7 @@ BUILTIN: tuple[Policy, ...] = (
     Atlas(),
     Srpt(),
     Serpt(),
+    Gittins(),
 )
 _POLICIES: dict[str, Policy] = {}
 
@@ -32,6 +35,8 @@ def register(policy: Policy) -> Policy:
     unknown = sorted(set(policy.inputs) - set(INPUTS))
     if unknown:
         raise ValueError(f"policy {name!r} asks for unknown inputs {unknown}; known: {list(INPUTS)}")
+    if policy.size_rank not in RANKS:
+        raise ValueError(f"policy {name!r} asks for unknown size rank {policy.size_rank!r}; known: {list(RANKS)}")
     _POLICIES[name] = policy
     return policy
 
