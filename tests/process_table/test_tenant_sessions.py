@@ -57,6 +57,16 @@ async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(s
     assert (await lookup(bus, fresh, tenant)).expected_remaining_s == pytest.approx(4.0)
 
 
+async def test_under_gittins_a_lookup_answers_the_gittins_rank_of_the_same_window(start_process_table, bus) -> None:
+    await start_process_table(scheduling_policy="gittins")
+    tenant, workload = new_id("acme"), "chat"
+    for service_s in [1.0] * (MIN_SAMPLES - 1) + [9.0]:
+        await _finished_session(bus, tenant, workload, service_s)
+    info = await lookup(bus, await _open(bus, tenant, workload), tenant)
+    # a 1 s quantum ends 7 of 8 programs: (7 x 1 + 1 x 1) / 7, where the mean excess is 2.0
+    assert info.expected_remaining_s == pytest.approx(8 / 7)
+
+
 async def test_open_sessions_per_tenant_are_capped(start_process_table, bus) -> None:
     await start_process_table(max_open_sessions_per_tenant=2)
     tenant, other = new_id("capped"), new_id("other")
