@@ -26,7 +26,7 @@ from pathlib import Path
 from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
-from loadgen.calibrate.sim_side import RealEngineShape, simulate
+from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
 from loadgen.calibrate.summary import program_summary
 from loadgen.live.regime import RegimeSampler
 from loadgen.live.run import LiveRunConfig, programs_for
@@ -78,6 +78,16 @@ def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
                                          fitted_attn_pair_s=c["s_per_pair"]))
 
 
+def wall_fit_cost(fit_path: str, preset: str) -> CostModel:
+    """The preset with another fit_cpu JSON's wall-time coefficients (e.g. a profile made on the
+    same host just before the live runs)."""
+    c = json.loads(Path(fit_path).read_text())["coefficients"]
+    return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
+                                         step_overhead_s=c["overhead_s"],
+                                         fitted_attn_read_s_per_token=c["s_per_ctx_token"],
+                                         fitted_attn_pair_s=c["s_per_pair"]))
+
+
 def _expected(programs, program_id: str) -> int:
     return next(p.output_tokens for p in programs if p.program_id == program_id)
 
@@ -112,6 +122,14 @@ async def run(args) -> dict:
         sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
         for extra in args.also_presets:
             presets.setdefault(extra, {})[pol] = simulate(programs, pol, extra, shape, cutoff_s)
+        if args.fit:
+            presets.setdefault(f"fit:{Path(args.fit).name}", {})[pol] = simulate(
+                programs, pol, args.preset, shape, cutoff_s, wall_fit_cost(args.fit, args.preset))
+        if args.call_path_ms is not None:
+            cost = wall_fit_cost(args.fit, args.preset) if args.fit else None
+            label = f"{'fit' if args.fit else args.preset}+path {args.call_path_ms:g} ms"
+            presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,
+                                                          args.preset, shape, cutoff_s, cost)
         if args.bracket_fit:
             presets.setdefault("thread-cpu-fit", {})[pol] = simulate(programs, pol, args.preset, shape, cutoff_s,
                                                                      thread_cpu_cost(args.bracket_fit, args.preset))
@@ -124,7 +142,7 @@ async def run(args) -> dict:
         "drain_timeout_s": args.drain_timeout, "program_output_tokens": [p.output_tokens for p in programs],
         "live": live, "sim": sim, "comparison": compare(live, sim),
         "sim_other_presets": {k: {"sim": v, "comparison": compare(live, v)} for k, v in presets.items()} or None,
-        "note": "shared 2-core machine: other engineers' tests and benchmarks ran during the live runs",
+        "note": args.note or None,
         "command": "python -m loadgen.calibrate.live_vs_sim " + " ".join(sys.argv[1:]),
     })
 
@@ -154,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policies", default="fcfs,atlas")
     p.add_argument("--preset", default="tiny-cpu")
     p.add_argument("--also-presets", default="", help="more presets to simulate beside --preset (comma list)")
+    p.add_argument("--fit", default=None,
+                   help="a fit_cpu JSON: also simulate with its wall-time coefficients (e.g. this host's own profile)")
+    p.add_argument("--call-path-ms", type=float, default=None,
+                   help="also simulate with this fixed latency per call outside the engine (the mesh's path, "
+                        "measured on its own, e.g. by loadgen.live.real_overhead), on --fit's terms if given")
+    p.add_argument("--note", default="", help="what to record about the host (e.g. what else ran on it)")
     p.add_argument("--bracket-fit", default=None,
                    help="a fit_cpu JSON: also simulate with its thread-CPU-time coefficients (a lower bracket)")
     p.add_argument("--token-scale", type=int, default=1,

@@ -117,7 +117,7 @@ class Profiler:
         self.drain()
 
 
-def run_profile(reps: int, seed: int, engine_core: str = "child") -> dict:
+def run_profile(reps: int, seed: int, engine_core: str = "child", note: str = "") -> dict:
     from shared.engine import vllm_cpu  # imports vLLM
 
     folder = make_tiny_model(os.environ.get("ENGINE_TINY_MODEL_DIR", "/tmp/autellix-tiny-model"))
@@ -158,7 +158,7 @@ def run_profile(reps: int, seed: int, engine_core: str = "child") -> dict:
         "reps": reps, "seed": seed,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
                  "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                 "note": "shared machine: other engineers' tests ran on the same 2 cores"},
+                 "note": note or None},
         "wall_s": round(time.time() - t0, 1),
         "steps": steps,
     }
@@ -170,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engine-core", choices=("child", "inprocess"), default="child")
+    p.add_argument("--note", default="", help="what to record about the host (e.g. what else ran on it)")
     args = p.parse_args(argv)
-    result = run_profile(args.reps, args.seed, args.engine_core)
+    result = run_profile(args.reps, args.seed, args.engine_core, args.note)
     result["command"] = "python -m loadgen.calibrate.profile_cpu " + " ".join(argv if argv is not None else
                                                                                 sys.argv[1:])
     Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)

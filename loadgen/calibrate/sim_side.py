@@ -3,6 +3,7 @@ preset, with the real engine's limits (token budget, block size, KV blocks, max_
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from loadgen.calibrate.summary import program_summary
@@ -23,6 +24,17 @@ class RealEngineShape:
     token_budget: int = 4096  # vLLM's max_num_batched_tokens on CPU
     block_size: int = 128  # vLLM CPU's KV block
     num_blocks: int = 2048  # 256 MiB of KV for the tiny model: 262,144 tokens
+
+
+def with_call_path(programs: list[ProgramSpec], path_s: float) -> list[ProgramSpec]:
+    """The programs with `path_s` more between each call's dependencies (or its program's arrival)
+    and its submission: the serving path's fixed latency per call outside the engine (HTTP, chat
+    template and tokenizer, NATS hops, the stream back), which the engine model does not see. A
+    latency only: the path's CPU does not slow the simulated engine."""
+    if not path_s >= 0:
+        raise ValueError(f"the call path's latency must be >= 0 s, got {path_s!r}")
+    return [dataclasses.replace(p, calls=tuple(dataclasses.replace(c, delay_s=c.delay_s + path_s) for c in p.calls))
+            for p in programs]
 
 
 def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,

@@ -12,14 +12,14 @@ import pytest
 
 from loadgen.calibrate.exact_prompts import segment_text
 from loadgen.calibrate.fit_cpu import TERMS, fit, predict
-from loadgen.calibrate.live_vs_sim import compare
+from loadgen.calibrate.live_vs_sim import compare, wall_fit_cost
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
 from loadgen.calibrate.scaled import shrink
-from loadgen.calibrate.sim_side import RealEngineShape, simulate
+from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
 from loadgen.workloads.registry import make_programs
 from shared.core.policy import PolicyName, SchedulingPolicy
 from shared.engine.api import DictProgramDirectory, EngineCall
-from shared.engine.cost_model import TINY_CPU_FIT, CostModel
+from shared.engine.cost_model import TINY_CPU_FIT, CostModel, get_preset
 from shared.engine.lite import LiteEngine, LiteEngineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,31 @@ def test_preset_is_the_fit_of_the_stored_profile():
     coef = fit(steps)
     for term in TERMS:
         assert TINY_CPU_FIT[term] == pytest.approx(coef[term], rel=1e-4, abs=1e-12), term
+
+
+def test_another_fit_file_replaces_exactly_the_fitted_terms():
+    preset = get_preset("tiny-cpu")
+    same = wall_fit_cost(str(ROOT / "docs" / "results" / "tiny_cpu_fit.json"), "tiny-cpu").preset
+    assert same.step_overhead_s == pytest.approx(preset.step_overhead_s, rel=1e-4)
+    assert same.linear_s_per_token == pytest.approx(preset.linear_s_per_token, rel=1e-4)
+    assert same.fitted_attn_read_s_per_token == pytest.approx(preset.fitted_attn_read_s_per_token, rel=1e-4)
+    assert same.fitted_attn_pair_s == pytest.approx(preset.fitted_attn_pair_s, rel=1e-4)
+    assert same.num_kv_blocks == preset.num_kv_blocks
+
+
+def test_a_call_path_delays_every_call_and_only_that():
+    programs = make_programs("react", 3, seed=0)
+    pathed = with_call_path(programs, 0.05)
+    for before, after in zip(programs, pathed, strict=True):
+        assert [c.delay_s + 0.05 for c in before.calls] == pytest.approx([c.delay_s for c in after.calls])
+        assert [(c.prompt_segments, c.output_tokens, c.depends_on) for c in before.calls] == \
+            [(c.prompt_segments, c.output_tokens, c.depends_on) for c in after.calls]
+    shape = RealEngineShape(max_num_seqs=2)
+    plain = simulate(programs, "fcfs", "tiny-cpu", shape, 1e9)
+    slower = simulate(pathed, "fcfs", "tiny-cpu", shape, 1e9)
+    assert slower["mean_completion_s"] > plain["mean_completion_s"]
+    with pytest.raises(ValueError, match=">= 0"):
+        with_call_path(programs, -0.01)
 
 
 def test_fit_recovers_known_coefficients():
