@@ -32,31 +32,45 @@ from loadgen.results_json import write_json
 from shared.stats import percentile
 
 
-def start_servers(state: Path, startup_s: float = 400.0,
-                  path: str = "vllm") -> tuple[subprocess.Popen, str, subprocess.Popen, str]:
-    """(mesh process, its URL, direct process, its URL) once both answer."""
+def start_direct(state: Path, env: dict[str, str], deadline: float | None = None) -> tuple[subprocess.Popen, str]:
+    """vLLM's own OpenAI server on the tiny model (made in `state`), as the mesh's engines run it;
+    once it answers when `deadline` (monotonic) is given."""
     from services.engine_agent.vllm_main import TINY_MODEL_VLLM_ARGS
     from shared.engine.tiny_model import make_tiny_model
 
     model_dir = make_tiny_model(state / "tiny-model")
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
-    env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
-    mesh_port, direct_port = free_port(), free_port()
-    urls = (f"http://127.0.0.1:{mesh_port}", f"http://127.0.0.1:{direct_port}")
-    deadline = time.monotonic() + startup_s
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
     direct = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-                               "--served-model-name", "tiny", "--port", str(direct_port), "--host", "127.0.0.1",
+                               "--served-model-name", "tiny", "--port", str(port), "--host", "127.0.0.1",
                                "--scheduling-policy", "priority", *TINY_MODEL_VLLM_ARGS],
                               cwd=state, env=env, stdout=open(state / "direct.log", "w"), stderr=subprocess.STDOUT)
-    if path == "upstream":  # the mesh needs its upstream's /v1/models
-        wait_ready(urls[1], direct, deadline, state)
-    engine = ["--upstream", urls[1]] if path == "upstream" else ["--backend", "vllm", "--model", "tiny", "--engines", "1"]
+    if deadline is not None:
+        wait_ready(url, direct, deadline, state)
+    return direct, url
+
+
+def server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
+    return env | {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1"}
+
+
+def start_servers(state: Path, startup_s: float = 400.0,
+                  path: str = "vllm") -> tuple[subprocess.Popen, str, subprocess.Popen, str]:
+    """(mesh process, its URL, direct process, its URL) once both answer."""
+    env = server_env()
+    deadline = time.monotonic() + startup_s
+    # the mesh needs its upstream's /v1/models
+    direct, direct_url = start_direct(state, env, deadline if path == "upstream" else None)
+    mesh_port = free_port()
+    mesh_url = f"http://127.0.0.1:{mesh_port}"
+    engine = ["--upstream", direct_url] if path == "upstream" else ["--backend", "vllm", "--model", "tiny", "--engines", "1"]
     mesh = subprocess.Popen([sys.executable, "-m", "autellix", "up", *engine, "--state-dir", str(state),
                              "--port", str(mesh_port), "--nats-port", "0", "--startup-timeout", str(startup_s)],
                             cwd=REPO_ROOT, env=env, stdout=open(state / "up.log", "w"), stderr=subprocess.STDOUT)
-    for url, proc in ((urls[1], direct), (urls[0], mesh)):
+    for url, proc in ((direct_url, direct), (mesh_url, mesh)):
         wait_ready(url, proc, deadline, state)
-    return mesh, urls[0], direct, urls[1]
+    return mesh, mesh_url, direct, direct_url
 
 
 async def _stream_call(http: httpx.AsyncClient, url: str, prompt: str, max_tokens: int) -> tuple[float, float]:
