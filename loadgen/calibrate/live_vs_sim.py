@@ -71,7 +71,11 @@ def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
     fit = json.loads(Path(fit_path).read_text())
     if "thread_cpu_fit" not in fit:
         raise SystemExit(f"{fit_path} has no thread-CPU fit (only an --engine-core inprocess profile gives one)")
-    c = fit["thread_cpu_fit"]["coefficients"]
+    return _with_terms(preset, fit["thread_cpu_fit"]["coefficients"])
+
+
+def _with_terms(preset: str, c: dict[str, float]) -> CostModel:
+    """The preset with a fit's four terms in place of its own."""
     return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
                                          step_overhead_s=c["overhead_s"],
                                          fitted_attn_read_s_per_token=c["s_per_ctx_token"],
@@ -81,11 +85,7 @@ def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
 def wall_fit_cost(fit_path: str, preset: str) -> CostModel:
     """The preset with another fit_cpu JSON's wall-time coefficients (e.g. a profile made on the
     same host just before the live runs)."""
-    c = json.loads(Path(fit_path).read_text())["coefficients"]
-    return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
-                                         step_overhead_s=c["overhead_s"],
-                                         fitted_attn_read_s_per_token=c["s_per_ctx_token"],
-                                         fitted_attn_pair_s=c["s_per_pair"]))
+    return _with_terms(preset, json.loads(Path(fit_path).read_text())["coefficients"])
 
 
 def _expected(programs, program_id: str) -> int:

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     programs = with_call_path(programs, args.call_path_ms / 1e3)
     sim = {pol: simulate(programs, pol, args.preset, shape, cutoff_s, cost) for pol in old["live"]}
     result = finite({**{k: v for k, v in old.items() if k not in ("sim", "comparison", "sim_other_presets")},
-                     "preset": args.preset, "fit": args.fit, "call_path_ms": args.call_path_ms, "sim": sim, "comparison": compare(old["live"], sim),
+                     "preset": args.preset, "fit": args.fit, "call_path_ms": args.call_path_ms,
+                     "sim": sim, "comparison": compare(old["live"], sim),
                      "resimulated_from": args.live_json,
                      "resim_command": "python -m loadgen.calibrate.resim " + " ".join(sys.argv[1:])})
     if args.json_path:
