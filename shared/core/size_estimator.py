@@ -12,9 +12,10 @@ first) of a running program that has attained `a` seconds are read from that win
 A program longer than every sample so far ranks as what it has had (the least-attained order, with
 no claim of knowing more).
 
-Pure and deterministic: the window holds the last `window` samples in arrival order; queries are
-O(log n) over a sorted copy with suffix sums, rebuilt on each new sample (programs finish rarely
-compared with scheduling decisions).
+Pure and deterministic: the window holds the last `window` samples in arrival order, with a sorted
+copy and its suffix sums rebuilt on each new sample (programs finish rarely compared with
+scheduling decisions). A mean-excess query is O(log n); a Gittins query walks the samples above
+`a`, O(n) (n <= 256: tens of microseconds, once per call at submit or per session lookup).
 """
 
 from __future__ import annotations
