@@ -1,13 +1,13 @@
-"""Learned program sizes (SERPT, Gittins) in the process table: the owner of finished programs is the owner of what
-they teach (shared/core/size_estimator.py).
+"""Learned program sizes (SERPT, Gittins) in the process table: the owner of finished programs is
+the owner of what they teach (shared/core/size_estimator.py).
 
 A type is a tenant's workload class (the `workload_class` a session is opened with; "" for none),
 so one tenant's programs never move another tenant's estimates. A session that closes (by the
 client or idle expiry) with at least one completed call adds its service S_p as the table holds it
 (under `sum` aggregation, the program's total; a promoted program's counts from its last
 promotion). At start-up the windows are refilled from the most recently closed sessions, so a
-restart forgets nothing. A lookup answers the session's expected remaining service at its current
-S_p (for SERPT; the Gittins policy's rank of the same window for it); the API carries it with each
+restart forgets nothing. A lookup answers the policy's rank of the session at its current S_p
+(SERPT: its expected remaining service; Gittins: its Gittins rank); the API carries it with each
 call to the engine, which orders admission by it.
 """
 
