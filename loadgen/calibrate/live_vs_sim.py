@@ -115,6 +115,7 @@ async def run(args) -> dict:
     cutoff_s = max(p.arrival_s for p in programs) + args.drain_timeout
     shape = RealEngineShape(max_num_seqs=args.max_num_seqs)
     live, sim, presets = {}, {}, {}
+    fit_cost = wall_fit_cost(args.fit, args.preset) if args.fit else None  # read once, before any live run
     for pol in args.policies:
         print(f"== {pol}: live (autellix up --backend vllm --model tiny)", file=sys.stderr, flush=True)
         live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout)
@@ -122,14 +123,13 @@ async def run(args) -> dict:
         sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
         for extra in args.also_presets:
             presets.setdefault(extra, {})[pol] = simulate(programs, pol, extra, shape, cutoff_s)
-        if args.fit:
+        if fit_cost is not None:
             presets.setdefault(f"fit:{Path(args.fit).name}", {})[pol] = simulate(
-                programs, pol, args.preset, shape, cutoff_s, wall_fit_cost(args.fit, args.preset))
+                programs, pol, args.preset, shape, cutoff_s, fit_cost)
         if args.call_path_ms is not None:
-            cost = wall_fit_cost(args.fit, args.preset) if args.fit else None
             label = f"{'fit' if args.fit else args.preset}+path {args.call_path_ms:g} ms"
             presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,
-                                                          args.preset, shape, cutoff_s, cost)
+                                                          args.preset, shape, cutoff_s, fit_cost)
         if args.bracket_fit:
             presets.setdefault("thread-cpu-fit", {})[pol] = simulate(programs, pol, args.preset, shape, cutoff_s,
                                                                      thread_cpu_cost(args.bracket_fit, args.preset))

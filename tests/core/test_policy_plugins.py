@@ -55,6 +55,9 @@ def test_registry_names_and_clear_errors():
         registry.register(type("Bad", (Lifo,), {"name": "bad", "inputs": frozenset({"tea_leaves"})})())
     with pytest.raises(ValueError, match="built in"):
         registry.unregister("fcfs")
+    with pytest.raises(ValueError, match="unknown size rank 'median'"):
+        registry.register(type("BadRank", (Lifo,), {"name": "bad-rank", "size_rank": "median"})())
+    assert "bad-rank" not in registry.names()
 
 
 def test_a_new_policy_runs_in_both_engines_unchanged(lifo):

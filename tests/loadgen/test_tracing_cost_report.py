@@ -41,3 +41,28 @@ def test_library_shares_count_a_stack_once_per_library_and_name_the_caller():
     assert out["share"] == {"opentelemetry": 0.3, "prometheus_client": 0.1, "structlog": 0.0}
     assert out["opentelemetry_under"][0]["share"] == 0.3
     assert out["opentelemetry_under"][0]["frame"].startswith("span_from (")
+
+
+def test_the_sink_reports_what_it_counted_and_stops():
+    """A real sink process: spans posted to it are counted in its output, which is read as it
+    comes, and stop() returns the last count."""
+    import time
+
+    import httpx
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from loadgen.bench.tracing_cost import Sink
+
+    req = ExportTraceServiceRequest()
+    spans = req.resource_spans.add().scope_spans.add().spans
+    for i in range(3):
+        spans.add(name=f"s{i}", trace_id=bytes(16), span_id=bytes([i + 1]) * 8)
+    sink = Sink()
+    try:
+        httpx.post(f"{sink.url}/v1/traces", content=req.SerializeToString(),
+                   headers={"Content-Type": "application/x-protobuf"}).raise_for_status()
+        time.sleep(5.5)  # the sink prints its count every 5 s
+    finally:
+        count = sink.stop()
+    assert count == 3
+    assert sink.proc.returncode is not None
