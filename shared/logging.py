@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging as _stdlib_logging
 import sys
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, NamedTuple, TextIO
 
 import msgspec
 import structlog
@@ -23,6 +24,15 @@ _configured = False
 # request); a value it cannot encode is written as its repr, as structlog's own fallback does
 _JSON = msgspec.json.Encoder(enc_hook=repr)
 LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _JsonLines(NamedTuple):
+    """What a hot line needs of the JSON configuration: where structlog writes, and from which level."""
+    file: TextIO
+    level: int
+
+
+_json_lines: _JsonLines | None = None  # set by configure_logging in JSON mode
 
 
 def configure_logging(service: str, environment: str = "development", level: str = "info",
@@ -54,6 +64,8 @@ def configure_logging(service: str, environment: str = "development", level: str
     )
     structlog.contextvars.bind_contextvars(service=service)
     _route_stdlib_logging(service, use_json, max(numeric, _stdlib_logging.INFO))
+    global _json_lines
+    _json_lines = _JsonLines(sys.stderr, numeric) if use_json else None
     _configured = True
 
 
@@ -83,6 +95,38 @@ def _route_stdlib_logging(service: str, use_json: bool, level: int) -> None:
     root = _stdlib_logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
+
+
+class HotLine:
+    """One event written on a hot path (the access log writes one per request). In JSON mode it
+    writes the line structlog's chain would write (the same keys in the same order: the fields,
+    `event`, the context's fields, `level`, `timestamp`) in about a third of the time; otherwise
+    it is structlog's own call. No exception or stack is attached: such events go through
+    `get_logger()`."""
+
+    __slots__ = ("event", "level", "_number")
+
+    def __init__(self, event: str, level: str = "info") -> None:
+        if level not in LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+        self.event = event
+        self.level = level
+        self._number = getattr(_stdlib_logging, level.upper())
+
+    def __call__(self, **fields: Any) -> None:
+        out = _json_lines  # read per call: a line made before configure_logging still follows it
+        if out is None:
+            getattr(structlog.get_logger(), self.level)(self.event, **fields)
+            return
+        if self._number < out.level:
+            return
+        fields["event"] = self.event
+        for key, value in structlog.contextvars.get_contextvars().items():
+            fields.setdefault(key, value)
+        fields["level"] = self.level
+        fields["timestamp"] = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        out.file.write(_JSON.encode(fields).decode() + "\n")
+        out.file.flush()  # as structlog's PrintLogger: a line is out when the call returns
 
 
 def get_logger(**bound_fields: Any) -> structlog.typing.FilteringBoundLogger:

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind
 from services.session_api import metrics
 from services.session_api.answer_status import AnswerStatus
 from shared import tracing
-from shared.logging import get_logger
+from shared.logging import HotLine
 
 _PROBES = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
 _NO_SPAN = nullcontext(None)  # tracing off: no span, and none of its name, headers or attributes built
@@ -47,7 +47,8 @@ class AccessLog:
     def __init__(self, app, enabled: bool = True) -> None:
         self.app = app
         self.enabled = enabled
-        self.log = get_logger()
+        self._line = HotLine("http_request", "info")
+        self._probe_line = HotLine("http_request", "debug")
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not (self.enabled or tracing.enabled()):
@@ -71,9 +72,9 @@ class AccessLog:
         finally:
             metrics.end_request(token)
             if self.enabled:
-                write = self.log.debug if path in _PROBES else self.log.info
+                write = self._probe_line if path in _PROBES else self._line
                 client = scope.get("client")
-                write("http_request", method=method, path=path, status=answer.status,
+                write(method=method, path=path, status=answer.status,
                       duration_ms=round((time.perf_counter() - started) * 1e3, 3),
                       client=client[0] if client else "", tenant=req.tenant, model=req.model,
                       program_id=req.program_id, call_id=req.call_id, engine_id=req.engine_id,

@@ -62,3 +62,46 @@ def test_json_logs_carry_bound_ids():
     assert line["event"] == "call_routed" and line["service"] == "router"
     assert (line["program_id"], line["engine_id"], line["call_id"]) == ("p1", "e0", "c1")
     assert line["level"] == "info" and "timestamp" in line
+
+
+def _lines_of(code: str) -> list[dict]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stderr.strip().splitlines()]
+
+
+def test_a_hot_line_writes_what_structlog_writes():
+    """The access log's fast writer: the same keys in the same order and the same values as
+    structlog's chain, context fields merged, a level below the configured one silent."""
+    lines = _lines_of(
+        "from shared.logging import configure_logging, get_logger, bound, HotLine\n"
+        "hot, quiet = HotLine('http_request'), HotLine('http_request', 'debug')\n"  # made before configuring
+        "configure_logging('session_api', environment='production')\n"
+        "with bound(tenant='acme'):\n"
+        "    get_logger().info('http_request', status=200, duration_ms=1.5, model='m', trace_id='')\n"
+        "    hot(status=200, duration_ms=1.5, model='m', trace_id='')\n"
+        "    quiet(status=200)\n")
+    assert len(lines) == 2
+    by_structlog, by_hot = lines
+    assert list(by_hot) == list(by_structlog)
+    assert {k: v for k, v in by_hot.items() if k != "timestamp"} == \
+        {k: v for k, v in by_structlog.items() if k != "timestamp"}
+    assert by_hot["timestamp"].endswith("Z") and by_hot["tenant"] == "acme"
+
+
+def test_a_hot_line_outside_json_mode_is_structlogs_own_call():
+    import subprocess
+    import sys
+
+    code = ("from shared.logging import configure_logging, HotLine\n"
+            "configure_logging('session_api', environment='development', level='info')\n"
+            "HotLine('http_request')(status=404)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "http_request" in done.stderr and "status" in done.stderr and "404" in done.stderr
+    assert not done.stderr.lstrip().startswith("{")
+    with pytest.raises(ValueError, match="log level must be one of"):
+        from shared.logging import HotLine
+        HotLine("x", "loud")
