@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging as _stdlib_logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
 import msgspec
@@ -124,7 +124,7 @@ class HotLine:
         for key, value in structlog.contextvars.get_contextvars().items():
             fields.setdefault(key, value)
         fields["level"] = self.level
-        fields["timestamp"] = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        fields["timestamp"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         out.file.write(_JSON.encode(fields).decode() + "\n")
         out.file.flush()  # as structlog's PrintLogger: a line is out when the call returns
 
