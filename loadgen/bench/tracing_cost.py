@@ -14,6 +14,9 @@ process of its stack.
 
 Variants (Prometheus metrics are always counted: the services have no switch for them):
 - off: no tracing, no access log (`ACCESS_LOG=false`);
+- off_again: a second stack set up as `off`, the control: its ratio to `off` is what the ratios
+  read when nothing differs (the noise floor of this host and run, and any bias of a stack's
+  place in the order);
 - access_log: one JSON access-log line per request (`LOG_LEVEL=info LOG_FORMAT=json`), no tracing;
 - traced_all: the access log, and every span exported over OTLP/HTTP to a local sink;
 - traced_10pct: the same, sampling 10% of traces (`parentbased_traceidratio`, 0.1).
@@ -49,6 +52,7 @@ def variants(sink_url: str) -> dict[str, dict[str, str]]:
     traced = {**LOGGED, "OTEL_EXPORTER_OTLP_ENDPOINT": sink_url}
     return {
         "off": {"ACCESS_LOG": "false"},
+        "off_again": {"ACCESS_LOG": "false"},
         "access_log": dict(LOGGED),
         "traced_all": traced,
         "traced_10pct": {**traced, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"},
@@ -57,7 +61,7 @@ def variants(sink_url: str) -> dict[str, dict[str, str]]:
     }
 
 
-DEFAULT_VARIANTS = ("off", "access_log", "traced_all", "traced_10pct")
+DEFAULT_VARIANTS = ("off", "off_again", "access_log", "traced_all", "traced_10pct")
 
 
 class Sink:

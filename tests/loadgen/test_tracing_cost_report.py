@@ -23,7 +23,7 @@ def test_only_traced_variants_name_a_collector_and_off_turns_the_access_log_off(
     v = variants("http://127.0.0.1:1")
     assert [k for k, env in v.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in env] == ["traced_all", "traced_10pct",
                                                                                    "traced_0pct"]
-    assert v["off"] == {"ACCESS_LOG": "false"} and v["access_log"]["LOG_LEVEL"] == "info"
+    assert v["off"] == v["off_again"] == {"ACCESS_LOG": "false"} and v["access_log"]["LOG_LEVEL"] == "info"
     assert v["traced_10pct"]["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
 
 
