@@ -125,7 +125,11 @@ async def tail(nats_url: str, session: str | None, follow: bool, out: Callable[[
         reader = _TailReader(bus, filter_subject, out, as_json)
         await reader.start()
         try:
-            if (await reader.info()).num_pending == 0:
+            info = await reader.info()
+            # nothing left and nothing delivered yet: nothing to print. What was delivered before
+            # this answer (the pulls start with the reader) is printed, and its last entry (0
+            # pending) says caught up: 0 pending alone would stop before printing it
+            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
                 reader.caught_up.set()
             waits = [asyncio.ensure_future(stop.wait())]
             if not follow:

@@ -42,6 +42,41 @@ async def test_tail_shows_every_lifecycle_event_of_one_session(make_bus, nats_ur
     assert all(json.loads(line)["body"].get("program_id", sid) == sid for line in lines)
 
 
+async def test_tail_prints_what_was_delivered_before_it_asked_how_much_was_left(make_bus, nats_url, monkeypatch):
+    """The reader's pulls start before tail asks the consumer how much is pending: entries
+    delivered by then (0 pending on the server) but not yet taken from the reader's buffer are
+    still printed, not dropped as caught up."""
+    from autellix.commands import events
+    from shared.bus.pull import PullConsumer
+
+    bus = await make_bus("scripted")
+    sid = "s" + uuid.uuid4().hex[:10]
+    for event in scripted_session(sid):
+        await bus.publish_event(event)
+    ask, take = events._TailReader.info, PullConsumer.take
+
+    async def late_info(self):
+        for _ in range(100):  # answer only once the server has handed everything over
+            info = await ask(self)
+            if info.num_pending == 0:
+                return info
+            await asyncio.sleep(0.02)
+        raise AssertionError("never delivered")
+
+    async def late_take(self):
+        await asyncio.sleep(0.5)  # the buffer is taken from only after that answer
+        return await take(self)
+
+    monkeypatch.setattr(events._TailReader, "info", late_info)
+    monkeypatch.setattr(PullConsumer, "take", late_take)
+    assert await tail(nats_url, sid, follow=False, out=[].append) == 8
+
+
+async def test_tail_of_a_session_with_no_events_ends_at_once(make_bus, nats_url):
+    await make_bus("scripted")  # the audit stream exists
+    assert await asyncio.wait_for(tail(nats_url, "s" + uuid.uuid4().hex[:10], follow=False, out=[].append), 5.0) == 0
+
+
 async def test_tail_follow_prints_new_events_until_stopped(make_bus, nats_url):
     bus = await make_bus("scripted")
     sid = "s" + uuid.uuid4().hex[:10]
