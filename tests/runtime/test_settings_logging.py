@@ -96,6 +96,8 @@ def test_a_hot_line_outside_json_mode_is_structlogs_own_call():
     import subprocess
     import sys
 
+    from shared.logging import HotLine
+
     code = ("from shared.logging import configure_logging, HotLine\n"
             "configure_logging('session_api', environment='development', level='info')\n"
             "HotLine('http_request')(status=404)\n")
@@ -103,5 +105,4 @@ def test_a_hot_line_outside_json_mode_is_structlogs_own_call():
     assert "http_request" in done.stderr and "status" in done.stderr and "404" in done.stderr
     assert not done.stderr.lstrip().startswith("{")
     with pytest.raises(ValueError, match="log level must be one of"):
-        from shared.logging import HotLine
         HotLine("x", "loud")
