@@ -66,3 +66,18 @@ def test_the_sink_reports_what_it_counted_and_stops():
         count = sink.stop()
     assert count == 3
     assert sink.proc.returncode is not None
+
+
+def test_the_access_log_loop_bench_runs_at_a_tiny_size(tmp_path):
+    """`python -m loadgen.bench.access_log_cost` end to end, each variant in its own process; no
+    timing asserted, only that every variant and part reports a CPU figure."""
+    import json
+
+    from loadgen.bench.access_log_cost import MIDDLEWARE, PARTS, main
+
+    out = tmp_path / "cost.json"
+    assert main(["--requests", "20", "--repeats", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["middleware_us"]) == set(MIDDLEWARE) and set(result["parts_us"]) == set(PARTS)
+    assert all(v["median"] > 0 for v in (*result["middleware_us"].values(), *result["parts_us"].values()))
+    assert result["command"].startswith("python -m loadgen.bench.access_log_cost")
