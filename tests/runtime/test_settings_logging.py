@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -47,30 +49,26 @@ def test_database_url_must_be_asyncpg_and_name_a_database(monkeypatch):
         DatabaseSettings()
 
 
-def test_json_logs_carry_bound_ids():
+def _stderr_of(code: str) -> str:
     """Run in a fresh interpreter: logging is configured once per process."""
-    import subprocess
-    import sys
-
-    code = ("from shared.logging import configure_logging, get_logger, bound\n"
-            "configure_logging('router', environment='production')\n"
-            "configure_logging('ignored', environment='development')\n"
-            "with bound(program_id='p1'):\n"
-            "    get_logger(engine_id='e0').info('call_routed', call_id='c1', wait_s=0.5)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    line = json.loads(done.stderr.strip().splitlines()[-1])
-    assert line["event"] == "call_routed" and line["service"] == "router"
-    assert (line["program_id"], line["engine_id"], line["call_id"]) == ("p1", "e0", "c1")
-    assert line["level"] == "info" and "timestamp" in line
+    assert done.returncode == 0, done.stderr
+    return done.stderr
 
 
 def _lines_of(code: str) -> list[dict]:
-    import subprocess
-    import sys
+    return [json.loads(line) for line in _stderr_of(code).strip().splitlines()]
 
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stderr.strip().splitlines()]
+
+def test_json_logs_carry_bound_ids():
+    line = _lines_of("from shared.logging import configure_logging, get_logger, bound\n"
+                     "configure_logging('router', environment='production')\n"
+                     "configure_logging('ignored', environment='development')\n"
+                     "with bound(program_id='p1'):\n"
+                     "    get_logger(engine_id='e0').info('call_routed', call_id='c1', wait_s=0.5)\n")[-1]
+    assert line["event"] == "call_routed" and line["service"] == "router"
+    assert (line["program_id"], line["engine_id"], line["call_id"]) == ("p1", "e0", "c1")
+    assert line["level"] == "info" and "timestamp" in line
 
 
 def test_a_hot_line_writes_what_structlog_writes():
@@ -93,16 +91,12 @@ def test_a_hot_line_writes_what_structlog_writes():
 
 
 def test_a_hot_line_outside_json_mode_is_structlogs_own_call():
-    import subprocess
-    import sys
-
     from shared.logging import HotLine
 
-    code = ("from shared.logging import configure_logging, HotLine\n"
-            "configure_logging('session_api', environment='development', level='info')\n"
-            "HotLine('http_request')(status=404)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert "http_request" in done.stderr and "status" in done.stderr and "404" in done.stderr
-    assert not done.stderr.lstrip().startswith("{")
+    err = _stderr_of("from shared.logging import configure_logging, HotLine\n"
+                     "configure_logging('session_api', environment='development', level='info')\n"
+                     "HotLine('http_request')(status=404)\n")
+    assert "http_request" in err and "status" in err and "404" in err
+    assert not err.lstrip().startswith("{")
     with pytest.raises(ValueError, match="log level must be one of"):
         HotLine("x", "loud")
