@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import uvloop
 
+from shared import tracing
 from shared.bus import Bus
 from shared.logging import configure_logging
 from shared.settings import MeshSettings
@@ -25,12 +26,17 @@ GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's de
 def run_service(name: str, settings: S, serve: Callable[[S], object], *,
                 report_unknown: Callable[[S], object] | None = None,
                 loop: Callable = uvloop.run) -> int:
-    """Configure logging, report unknown variables, then run `serve(settings)` to its end.
+    """Refuse malformed tracing variables, configure logging, report unknown variables, then run
+    `serve(settings)` to its end.
 
     `serve` is a coroutine function (run on `loop`: libuv's by default, cheaper socket I/O per
     message than asyncio's) or a plain function that runs a loop of its own (uvicorn's).
     `report_unknown` comes from the services layer, which alone knows every service's variables.
     """
+    try:
+        tracing.check_environment()  # the SDK would fall back to sampling everything
+    except ValueError as exc:
+        raise SystemExit(f"{name}: error: {exc}") from None
     configure_logging(name, settings.environment, settings.log_level, settings.log_json)
     if report_unknown is not None:
         report_unknown(settings)  # typos would otherwise keep defaults silently

@@ -99,3 +99,93 @@ def test_any_sampled_parent_is_the_next_hops_parent(trace_id, span_id):
         assert nxt.parent.span_id == hop.context.span_id
     finally:
         tracing._tracer, tracing._enabled = saved
+
+
+# --- a ratio sampler decides a new trace before any span is made (shared/trace_ids.py) -------------
+RATIO_ENV = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}
+
+
+def _installed(monkeypatch, environ) -> tuple[InMemorySpanExporter, TracerProvider]:
+    """The provider `configure_tracing` would build from `environ`, exporting in memory."""
+    provider, bound = tracing.build_provider("session_api", environ)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for name, value in (("_tracer", provider.get_tracer("test")), ("_enabled", True), ("_root_bound", bound),
+                        ("_ids", provider.id_generator)):
+        monkeypatch.setattr(tracing, name, value)
+    return exporter, provider
+
+
+def test_a_dropped_new_trace_makes_no_sdk_span_and_a_kept_one_the_samplers_decision(monkeypatch):
+    exporter, provider = _installed(monkeypatch, RATIO_ENV)
+    made = []
+    monkeypatch.setattr(provider.id_generator, "generate_span_id",
+                        lambda real=provider.id_generator.generate_span_id: made.append(1) or real())
+    n, kept = 2000, 0
+    for _ in range(n):
+        with tracing.span_from("POST /v1/chat/completions", {}, SpanKind.SERVER) as span:
+            kept += span is not None
+            assert (span is None) == (tracing.outgoing_headers() is None)
+    spans = exporter.get_finished_spans()
+    assert len(spans) == kept == len(made)  # every SDK span made was a kept trace's
+    assert 400 <= kept <= 600  # 25% of 2,000 is 500, sd 19: a test of the rate, not of luck
+    for s in spans:
+        assert provider.sampler.should_sample(None, s.context.trace_id, "again").decision.is_sampled()
+
+
+def test_a_clients_traceparent_is_followed_under_a_ratio_sampler(monkeypatch):
+    exporter, _ = _installed(monkeypatch, {**RATIO_ENV, "OTEL_TRACES_SAMPLER_ARG": "0"})
+    with tracing.span_from("POST /v1/chat/completions", {"traceparent": SAMPLED_CLIENT}, SpanKind.SERVER) as span:
+        assert span is not None  # the client sampled it: parent-based follows, whatever the ratio
+    with tracing.span_from("POST /v1/chat/completions", {}, SpanKind.SERVER) as span:
+        assert span is None
+    (only,) = exporter.get_finished_spans()
+    assert only.context.trace_id == 0x4bf92f3577b34da6a3ce929d0e0e4736
+
+
+@given(rate=st.floats(0.0, 1.0), trace_id=st.integers(1, 2**128 - 1))
+def test_the_early_decision_is_the_sdk_samplers(rate, trace_id):
+    for name in ("traceidratio", "parentbased_traceidratio"):
+        provider, bound = tracing.build_provider("router", {"OTEL_TRACES_SAMPLER": name,
+                                                            "OTEL_TRACES_SAMPLER_ARG": repr(rate)})
+        sdk = provider.sampler.should_sample(None, trace_id, "root").decision.is_sampled()
+        assert (trace_id & tracing._LOW_64_BITS < bound) == sdk
+
+
+def test_an_id_drawn_ahead_is_taken_once_and_only_on_its_thread():
+    import threading
+
+    from shared.trace_ids import DrawnAheadIds
+    ids = DrawnAheadIds()
+    ids.use_next(42)
+    elsewhere = []
+    t = threading.Thread(target=lambda: elsewhere.append(ids.generate_trace_id()))
+    t.start()
+    t.join()
+    assert elsewhere[0] != 42
+    assert ids.generate_trace_id() == 42 and ids.generate_trace_id() != 42
+
+
+@pytest.mark.parametrize("arg", ["abc", "1.5", "-0.1", "nan", "inf"])
+def test_a_malformed_sampling_rate_is_refused_with_the_variables_name(arg):
+    with pytest.raises(ValueError, match="OTEL_TRACES_SAMPLER_ARG must be a sampling rate from 0 to 1"):
+        tracing.ratio_sampling({"OTEL_TRACES_SAMPLER": "TraceIdRatio", "OTEL_TRACES_SAMPLER_ARG": arg})
+
+
+def test_sampling_variables_read_as_the_specification_says():
+    assert tracing.ratio_sampling({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio"}) == (1.0, True)
+    assert tracing.ratio_sampling({"OTEL_TRACES_SAMPLER": " TRACEIDRATIO ", "OTEL_TRACES_SAMPLER_ARG": "0.1"}) == (0.1, False)
+    assert tracing.ratio_sampling({"OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "abc"}) is None
+    assert tracing.ratio_sampling({}) is None
+
+
+def test_a_service_refuses_to_start_on_a_malformed_sampling_rate(monkeypatch):
+    from shared.service_process import run_service
+    from shared.settings import MeshSettings
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "ten percent")
+    served = []
+    with pytest.raises(SystemExit, match="router: error: OTEL_TRACES_SAMPLER_ARG .* got 'ten percent'"):
+        run_service("router", MeshSettings(), served.append)
+    assert served == []
