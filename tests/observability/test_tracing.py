@@ -116,3 +116,55 @@ def test_a_collector_that_is_down_never_fails_a_call():
     finally:
         stop_up(proc)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def test_a_ratio_sampler_traces_some_calls_whole_and_the_others_not_at_all():
+    """Half the calls sampled (`parentbased_traceidratio`, 0.5): each call's access-log line names
+    its trace when sampled, and the collector holds exactly those traces, each with the API's,
+    the router's and the engine's spans (the decision is made once, before the API's span)."""
+    collector = OtlpSink()
+    state_dir = Path(tempfile.mkdtemp(prefix="autellix-test-trace-ratio-", dir="/tmp"))
+    port = free_port()
+    proc, _, key = start_up(state_dir, port, extra_env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}", "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.5", "LOG_FORMAT": "json"})
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=30)
+        n = 40
+        for i in range(n):
+            client.chat.completions.create(model="autellix-lite", max_tokens=4,
+                                           messages=[{"role": "user", "content": f"ratio {i}"}])
+        log_path = state_dir / "logs" / "session_api.log"
+
+        def call_lines():
+            lines = [json.loads(raw) for raw in log_path.read_text().splitlines() if raw.startswith("{")]
+            calls = [r for r in lines if r.get("event") == "http_request" and r.get("path") == "/v1/chat/completions"]
+            return calls if len(calls) == n else None
+        lines = _wait_for(call_lines, 10.0)
+        assert lines, log_path.read_text()[-2000:]
+        sampled = {r["trace_id"] for r in lines if r["trace_id"]}
+        assert 0 < len(sampled) < n  # at 0.5 over 40 calls, all or none has odds of 2^-39
+
+        def chat_traces() -> dict[str, set[str]]:
+            """trace id -> the services with spans in it, for traces rooted at a chat call (the
+            probes `autellix up` sends are sampled too, and make traces of their own)"""
+            with collector.lock:
+                spans = list(collector.spans)
+            chats = {t for service, name, t, _, _ in spans
+                     if service == "autellix-session-api" and name == "POST /v1/chat/completions"}
+            by_trace: dict[str, set[str]] = {t: set() for t in chats}
+            for service, _, trace_id, _, _ in spans:
+                if trace_id in chats:
+                    by_trace[trace_id].add(service)
+            return by_trace
+
+        def exactly_the_sampled_ones_whole() -> bool:
+            traces = chat_traces()
+            whole = {"autellix-session-api", "autellix-router", "autellix-engine-agent"}
+            return set(traces) == sampled and all(whole <= services for services in traces.values())
+        assert _wait_for(exactly_the_sampled_ones_whole), \
+            f"sampled in the log: {sorted(sampled)}; at the collector: {chat_traces()}"
+    finally:
+        stop_up(proc)
+        collector.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
