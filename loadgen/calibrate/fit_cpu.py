@@ -2,6 +2,9 @@
 
 `python -m loadgen.calibrate.fit_cpu docs/results/tiny_cpu_profile.json --json docs/results/tiny_cpu_fit.json`
 
+The input is a profile's JSON (`profile_cpu`) or the `.jsonl` step log of a live engine
+(`ENGINE_STEP_LOG`, `live_vs_sim --step-log-dir`): the same step lines, timed the same way.
+
 Form, chosen before looking at the data: on one CPU core nothing overlaps (no weight-read floor
 hidden under compute, KV reads and attention FLOPs in series), so every term adds:
 
@@ -70,19 +73,30 @@ def residuals(coef: dict[str, float], steps: list[dict]) -> dict:
     return {"all": stats(steps), **{k: stats(v) for k, v in sorted(by.items())}}
 
 
+def read_steps(path: str) -> dict:
+    """A profile's JSON, or a live engine's step log (JSON lines) as a profile with its steps only."""
+    text = Path(path).read_text()
+    if path.endswith(".jsonl"):
+        steps = [{**json.loads(line), "scenario": "live"} for line in text.splitlines() if line.strip()]
+        if not steps:
+            raise SystemExit(f"{path} holds no steps")
+        return {"steps": steps, "engine_core": "child"}
+    return json.loads(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("profile")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--plot", dest="plot_path")
     args = p.parse_args(argv)
-    profile = json.loads(Path(args.profile).read_text())
+    profile = read_steps(args.profile)
     steps = profile["steps"]
     coef = fit(steps)
     res = residuals(coef, steps)
     out = {"profile": args.profile, "form": "t = overhead + per_token*N + per_ctx*ctx + per_pair*pairs",
            "coefficients": coef, "residuals": res,
-           "engine": {k: profile[k] for k in ("block_size", "num_kv_blocks", "max_num_batched_tokens")},
+           "engine": {k: profile.get(k) for k in ("block_size", "num_kv_blocks", "max_num_batched_tokens")},
            "command": "python -m loadgen.calibrate.fit_cpu " + " ".join(argv if argv is not None else
                                                                         __import__("sys").argv[1:])}
     # for the record: the stepping thread's own CPU time, which is the model's only when the engine
@@ -112,8 +126,8 @@ def _plot(coef: dict[str, float], steps: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 4.5))
-    for scen in sorted({s["scenario"] for s in steps}):
-        g = [s for s in steps if s["scenario"] == scen]
+    for scen in sorted({s.get("scenario", "") for s in steps}):
+        g = [s for s in steps if s.get("scenario", "") == scen]
         ax.scatter([s["duration_s"] * 1e3 for s in g], [predict(coef, s) * 1e3 for s in g], s=8, label=scen)
     hi = max(s["duration_s"] for s in steps) * 1e3
     ax.plot([1, hi], [1, hi], "k--", lw=0.8)

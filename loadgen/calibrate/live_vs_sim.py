@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from loadgen.calibrate.fit_cpu import predict, read_steps
 from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
@@ -38,8 +39,13 @@ from shared.engine.cost_model import CostModel, get_preset
 LIVE_POLICIES = ("fcfs", "mlfq", "plas", "atlas")  # SRPT needs an oracle: simulation only
 
 
-async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float) -> dict:
-    stack = await asyncio.to_thread(start_real_stack, policy, port, f"--max-num-seqs {max_num_seqs}")
+async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float,
+                   step_log: Path | None = None) -> dict:
+    env = None
+    if step_log is not None:
+        step_log.unlink(missing_ok=True)
+        env = {"ENGINE_STEP_LOG": str(step_log)}
+    stack = await asyncio.to_thread(start_real_stack, policy, port, f"--max-num-seqs {max_num_seqs}", extra_env=env)
     sampler = RegimeSampler()
     load_before = os.getloadavg()
     try:
@@ -64,6 +70,20 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             "prompt_tokens": sum(r.prompt_tokens for r in records), "cached_tokens": sum(r.cached_tokens for r in records),
             "calls": sum(r.num_calls for r in records),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+
+
+def live_steps(step_log: Path, wall_s: float, fit_path: str | None) -> dict:
+    """The live engine's own steps: how many, their total time against the run's wall time, and
+    (with a fit) that total against what the fit predicts for the same steps."""
+    steps = read_steps(str(step_log))["steps"]
+    total = sum(s["duration_s"] for s in steps)
+    out = {"step_log": str(step_log), "num_steps": len(steps), "sum_step_s": total,
+           "mean_step_ms": total / len(steps) * 1e3, "step_time_share_of_wall": total / wall_s if wall_s else None}
+    if fit_path:
+        coef = json.loads(Path(fit_path).read_text())["coefficients"]
+        predicted = sum(predict(coef, s) for s in steps)
+        out.update({"fit": fit_path, "sum_predicted_s": predicted, "live_over_fit": total / predicted})
+    return out
 
 
 def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
@@ -118,7 +138,10 @@ async def run(args) -> dict:
     fit_cost = wall_fit_cost(args.fit, args.preset) if args.fit else None  # read once, before any live run
     for pol in args.policies:
         print(f"== {pol}: live (autellix up --backend vllm --model tiny)", file=sys.stderr, flush=True)
-        live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout)
+        step_log = Path(args.step_log_dir) / f"{args.workload}-{pol}-steps.jsonl" if args.step_log_dir else None
+        live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout, step_log)
+        if step_log is not None:
+            live[pol]["steps"] = live_steps(step_log, live[pol]["wall_s"], args.fit)
         print(f"   live {json.dumps(finite(live[pol]))[:400]}", file=sys.stderr, flush=True)
         sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
         for extra in args.also_presets:
@@ -177,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--call-path-ms", type=float, default=None,
                    help="also simulate with this fixed latency per call outside the engine (the mesh's path, "
                         "measured on its own, e.g. by loadgen.live.real_overhead), on --fit's terms if given")
+    p.add_argument("--step-log-dir", default=None,
+                   help="log the live engine's every step (ENGINE_STEP_LOG) to DIR/<workload>-<policy>-steps.jsonl "
+                        "and compare their time with --fit's prediction for the same steps")
     p.add_argument("--note", default="", help="what to record about the host (e.g. what else ran on it)")
     p.add_argument("--bracket-fit", default=None,
                    help="a fit_cpu JSON: also simulate with its thread-CPU-time coefficients (a lower bracket)")
@@ -201,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{', '.join(bad)} cannot run live (clairvoyant: simulation only); live policies: "
                 f"{', '.join(LIVE_POLICIES)}")
     args.also_presets = [x.strip() for x in args.also_presets.split(",") if x.strip()]
+    if args.step_log_dir is not None:
+        if not Path(args.step_log_dir).is_dir():
+            p.error(f"--step-log-dir {args.step_log_dir!r} is not a folder")
+        args.step_log_dir = str(Path(args.step_log_dir).resolve())  # the engine runs elsewhere
     result = asyncio.run(run(args))
     write_json(args.json_path, result)
     if args.plot_path:

@@ -12,12 +12,13 @@ from pathlib import Path
 from loadgen.live.stack_process import StackProcess, _wait_ready
 
 
-def start_real_stack(policy: str, port: int, vllm_args: str, ready_timeout_s: float = 420.0) -> StackProcess:
+def start_real_stack(policy: str, port: int, vllm_args: str, ready_timeout_s: float = 420.0,
+                     extra_env: dict[str, str] | None = None) -> StackProcess:
     state_dir = Path(tempfile.mkdtemp(prefix=f"autellix-calib-{policy}-", dir="/tmp"))
     api_key = f"sk-calib-{secrets.token_urlsafe(12)}"
     env = {**os.environ, "SCHEDULING_POLICY": policy, "AUTELLIX_API_KEYS": f"calib:{api_key}",
            "AUTELLIX_ENV": "development", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warning"),
-           "HF_HUB_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", **(extra_env or {})}
     log_path = Path(tempfile.gettempdir()) / f"autellix-calib-{policy}-up.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

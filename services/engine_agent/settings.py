@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -57,6 +58,9 @@ class EngineAgentSettings(MeshSettings):
     engine_served_model_name: str = ""  # default: "tiny" for the tiny model, else the model as given
     engine_vllm_args: str = ""  # e.g. "--max-model-len 8192 --enable-prefix-caching"
     engine_tiny_model_dir: str = "/tmp/autellix-tiny-model"
+    # backend vllm: append every engine step's wall time and work to this file, one JSON line each
+    # (shared/engine/step_log.py), the engine profiled as it serves; "" off
+    engine_step_log: str = ""
     # backend upstream: the OpenAI-compatible `vllm serve` this agent fronts (run it with
     # --scheduling-policy priority), its API key, the tokenizer the API counts prompts with (default:
     # the model's `root` from the upstream's /v1/models), and how long one answer may stay silent
@@ -89,7 +93,7 @@ class EngineAgentSettings(MeshSettings):
                 raise ValueError("ENGINE_UPSTREAM_URL (or --upstream) must be the http(s) URL of an "
                                  f"OpenAI-compatible vllm serve with ENGINE_BACKEND=upstream, not {self.engine_upstream_url!r}")
             refused = sorted((self.model_fields_set & _SIMULATED_ONLY)
-                             | ({"engine_model", "engine_vllm_args"} & self.model_fields_set))
+                             | ({"engine_model", "engine_vllm_args", "engine_step_log"} & self.model_fields_set))
             if refused:
                 raise ValueError(f"{', '.join(f.upper() for f in refused)} do not apply to backend upstream: "
                                  "its engine is the vllm serve at ENGINE_UPSTREAM_URL, with its own flags")
@@ -104,9 +108,12 @@ class EngineAgentSettings(MeshSettings):
             raise ValueError(f"{', '.join(f.upper() for f in simulated_only)} apply to the simulated backends; "
                              "with ENGINE_BACKEND=vllm give vLLM's own flags in ENGINE_VLLM_ARGS "
                              "(e.g. --max-num-seqs, --num-gpu-blocks-override)")
-        if self.engine_backend != "vllm" and (self.engine_model or self.engine_vllm_args):
-            raise ValueError(f"ENGINE_MODEL and ENGINE_VLLM_ARGS apply to backend vllm only, not "
+        if self.engine_backend != "vllm" and (self.engine_model or self.engine_vllm_args or self.engine_step_log):
+            raise ValueError(f"ENGINE_MODEL, ENGINE_VLLM_ARGS and ENGINE_STEP_LOG apply to backend vllm only, not "
                              f"{self.engine_backend!r}")
+        folder = Path(self.engine_step_log).parent
+        if self.engine_step_log and not folder.is_dir():
+            raise ValueError(f"ENGINE_STEP_LOG's folder {str(folder)!r} does not exist")
         return self
 
     @model_validator(mode="after")

@@ -35,7 +35,8 @@ def serve_config(settings: EngineAgentSettings):
         name = name or TINY_MODEL_ALIAS
     policy = SchedulingPolicy(settings.scheduling_policy)
     # anti-starvation is the controller's (cluster-wide) decision, applied from ProgramPromoted
-    sched = SchedulerSettings(policy=policy, starvation=StarvationConfig(beta=None))
+    sched = SchedulerSettings(policy=policy, starvation=StarvationConfig(beta=None),
+                              step_log=str(Path(settings.engine_step_log).resolve()) if settings.engine_step_log else "")
     kind = "stock-fcfs" if policy.static_key else "autellix"
     return VllmServeConfig(model=model, served_model_name=name or model, scheduler_settings=sched.to_config(),
                            extra_args=extra, scheduler_kind=kind)

@@ -49,6 +49,7 @@ class SchedulerSettings:
     starvation_check_interval_s: float = 0.25
     key_refresh_interval_s: float = 0.05  # program ledgers re-read at most this often (as lite)
     kv_victim: str = DEFAULT_KV_VICTIM  # one of KV_VICTIM_RULES
+    step_log: str = ""  # a real engine's file of per-step times and work (shared/engine/step_log.py); "" off
 
     def __post_init__(self) -> None:
         if self.kv_victim not in KV_VICTIM_RULES:
@@ -64,7 +65,7 @@ class SchedulerSettings:
         raw = dict(raw or {})
         known = {"policy", "num_levels", "base_quantum_s", "growth", "beta", "min_service_s", "min_class_gap",
                  "preemption_interval_steps", "max_preemptions_per_decision", "starvation_check_interval_s",
-                 "key_refresh_interval_s", "kv_victim"}
+                 "key_refresh_interval_s", "kv_victim", "step_log"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown autellix scheduler settings {unknown}; known: {sorted(known)}")
@@ -78,7 +79,8 @@ class SchedulerSettings:
         return cls(policy, starvation, float(raw.get("min_class_gap", 0.0)),
                    int(raw.get("preemption_interval_steps", 4)), int(raw.get("max_preemptions_per_decision", 8)),
                    float(raw.get("starvation_check_interval_s", 0.25)),
-                   float(raw.get("key_refresh_interval_s", 0.05)), str(raw.get("kv_victim", DEFAULT_KV_VICTIM)))
+                   float(raw.get("key_refresh_interval_s", 0.05)), str(raw.get("kv_victim", DEFAULT_KV_VICTIM)),
+                   str(raw.get("step_log", "")))
 
     def to_config(self) -> dict[str, Any]:
         """The `additional_config["autellix"]` dict that reproduces these settings."""
@@ -88,7 +90,8 @@ class SchedulerSettings:
                 "min_class_gap": self.min_class_gap, "preemption_interval_steps": self.preemption_interval_steps,
                 "max_preemptions_per_decision": self.max_preemptions_per_decision,
                 "starvation_check_interval_s": self.starvation_check_interval_s,
-                "key_refresh_interval_s": self.key_refresh_interval_s, "kv_victim": self.kv_victim}
+                "key_refresh_interval_s": self.key_refresh_interval_s, "kv_victim": self.kv_victim,
+                "step_log": self.step_log}
 
 
 @dataclass(slots=True, eq=False)

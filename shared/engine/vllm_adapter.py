@@ -48,6 +48,7 @@ from shared.engine.program_sched import (  # noqa: E402
     ProgramScheduleState,
     SchedulerSettings,
 )
+from shared.engine.step_log import StepLog  # noqa: E402
 from shared.engine.vllm_ops import SchedulerOpsMixin, dispatch  # noqa: E402
 from shared.engine.vllm_queue import KeyedRequestQueue  # noqa: E402
 from shared.engine.vllm_retention import VllmRetention  # noqa: E402
@@ -76,6 +77,8 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
         self._step_end_s: float | None = None
         self._serving = False  # autellix_serve: a real engine in its own process, fed by the agent
         self._mesh_call_ids: dict[str, str] = {}  # vLLM request id -> the mesh's call id
+        step_log = self.autellix_settings.step_log
+        self._step_log = StepLog(step_log) if step_log else None
 
     # clock: the emulated engine sets both; on a GPU the wall clock measures steps
     def set_clock(self, now_s: float, step_duration_s: float | None = None) -> None:
@@ -128,6 +131,7 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
             request.priority = self._stock_priority(call)  # stock priority: the level at submit, fixed
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
+        t0, cpu0 = time.monotonic(), time.thread_time()
         now = self.now_s()
         self._retention_before_schedule(now)
         self._before_schedule(now)
@@ -135,6 +139,8 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
         self._after_schedule(so, now)
         if self._fixed_now_s is None:
             self._scheduled_at_mono_s[id(so)] = time.monotonic()
+        if self._step_log is not None:
+            self._step_log.started(so, self, t0, cpu0)
         return so
 
     def _before_schedule(self, now_s: float) -> None:
@@ -187,7 +193,10 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
                 call = calls.get(rid)
                 if call is not None and call.first_token_s is None:
                     call.first_token_s = end
-        return super().update_from_output(so, mro)
+        out = super().update_from_output(so, mro)
+        if self._step_log is not None:
+            self._step_log.finished(so)
+        return out
 
     def _on_keys_changed(self, changed: list[CallState]) -> None:
         pass

@@ -36,6 +36,7 @@ from vllm.v1.request import Request, RequestStatus  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from shared.engine.program_sched import CONFIG_KEY  # noqa: E402
+from shared.engine.step_log import StepLog, scheduled_work  # noqa: E402
 from shared.engine.vllm_adapter import BLOCK_SIZE, scheduler_class  # noqa: E402
 
 
@@ -99,20 +100,6 @@ def make_request(request_id: str, prompt_token_ids: list[int], max_tokens: int, 
     return Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling_params=sp,
                    pooling_params=None, priority=priority, arrival_time=arrival_s,
                    block_hasher=hasher if hasher is not None else block_hasher())
-
-
-def scheduled_work(sched: Scheduler, so: SchedulerOutput) -> tuple[int, int, list[tuple[int, int]]]:
-    """(tokens, summed decode contexts, prefill chunks as (new, context after)) of a sync step."""
-    decode_ctx = 0
-    chunks: list[tuple[int, int]] = []
-    for rid, n in so.num_scheduled_tokens.items():
-        r = sched.requests[rid]
-        after = r.num_computed_tokens  # already advanced by schedule()
-        if n == 1 and after >= r.num_tokens:
-            decode_ctx += after
-        else:
-            chunks.append((n, after))
-    return so.total_num_scheduled_tokens, decode_ctx, chunks
 
 
 def fake_runner_output(sched: Scheduler, so: SchedulerOutput,
@@ -211,31 +198,27 @@ class TimedEngine:
         return self.steps
 
 
-STEP_LOG_ENV = "AUTELLIX_STEP_LOG"
+STEP_LOG_ENV = "AUTELLIX_STEP_LOG"  # the profiler's child engine core: where its steps go
 
 
 class StepTimingScheduler(Scheduler):
-    """vLLM's own scheduler that appends every step (schedule to update, i.e. the model run in
-    between) with what it scheduled to the JSON-lines file $AUTELLIX_STEP_LOG: the engine core's
-    steps timed in its own process, as `vllm serve` and backend `vllm` run it."""
+    """vLLM's own scheduler that logs every step (`shared.engine.step_log`) to the JSON-lines file
+    $AUTELLIX_STEP_LOG: the engine core's steps timed in its own process, as `vllm serve` and
+    backend `vllm` run it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._step_log = StepLog(os.environ[STEP_LOG_ENV])
 
     def schedule(self, *args, **kwargs):
-        self._step_t0, self._step_c0 = time.monotonic(), time.thread_time()
+        t0, cpu0 = time.monotonic(), time.thread_time()
         so = super().schedule(*args, **kwargs)
-        self._step_work = scheduled_work(self, so)
+        self._step_log.started(so, self, t0, cpu0)
         return so
 
     def update_from_output(self, scheduler_output, model_runner_output):
         out = super().update_from_output(scheduler_output, model_runner_output)
-        tokens, decode_ctx, chunks = self._step_work
-        if tokens:
-            end = time.monotonic()
-            # thread_cpu_s: the scheduler thread's CPU only (the model runs on the executor's)
-            line = {"end_s": end, "duration_s": end - self._step_t0, "thread_cpu_s": time.thread_time() - self._step_c0,
-                    "tokens": tokens, "decode_ctx": decode_ctx,
-                    "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}
-            with open(os.environ[STEP_LOG_ENV], "a") as f:
-                f.write(json.dumps(line) + "\n")
+        self._step_log.finished(scheduler_output)
         return out
 
 

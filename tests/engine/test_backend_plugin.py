@@ -60,3 +60,17 @@ def test_an_unknown_backend_is_refused_everywhere_with_the_valid_names():
         EngineOptions(kind="tpu")
     with pytest.raises(ValueError, match="--backend must be one of lite, emulated, vllm, upstream"):
         plan(StackOptions(backend="tpu"))
+
+
+def test_an_engine_step_log_is_for_a_real_engine_in_a_folder_that_exists(tmp_path):
+    ok = EngineAgentSettings(engine_backend="vllm", engine_model="tiny", engine_id="e0",
+                             engine_step_log=str(tmp_path / "steps.jsonl"))
+    assert ok.engine_step_log.endswith("steps.jsonl")
+    with pytest.raises(ValueError, match="ENGINE_STEP_LOG apply to backend vllm only"):
+        EngineAgentSettings(engine_backend="lite", engine_id="e0", engine_step_log=str(tmp_path / "s.jsonl"))
+    with pytest.raises(ValueError, match="ENGINE_STEP_LOG's folder '/no/such/folder' does not exist"):
+        EngineAgentSettings(engine_backend="vllm", engine_model="tiny", engine_id="e0",
+                            engine_step_log="/no/such/folder/steps.jsonl")
+    with pytest.raises(ValueError, match="ENGINE_STEP_LOG do not apply to backend upstream"):
+        EngineAgentSettings(engine_backend="upstream", engine_upstream_url="http://127.0.0.1:1", engine_id="e0",
+                            engine_step_log=str(tmp_path / "s.jsonl"))

@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "sk-real-0123456789"
 OTHER_API_KEY = "sk-other-0123456789"  # a second tenant (tenant-salted prefix cache)
 STARTUP_S = 400
+STEP_LOG_NAME = "engine-steps.jsonl"  # in the mesh's state folder (ENGINE_STEP_LOG)
 
 
 @dataclass
@@ -86,13 +87,14 @@ def real_engines():
     model_dir = make_tiny_model(state / "tiny-model")  # `--model tiny` finds it there
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
     env |= {"AUTELLIX_API_KEYS": f"real:{API_KEY},other:{OTHER_API_KEY}", "HF_HUB_OFFLINE": "1"}
+    mesh_env = {**env, "ENGINE_STEP_LOG": str(state / STEP_LOG_NAME)}  # every real test runs with it on
     mesh_port, direct_port = _free_port(), _free_port()
     mesh_log, direct_log = state / "up.log", state / "direct.log"
     mesh = subprocess.Popen(
         [sys.executable, "-m", "autellix", "up", "--backend", "vllm", "--model", "tiny", "--engines", "1",
          "--state-dir", str(state), "--port", str(mesh_port), "--nats-port", "0",
          "--startup-timeout", str(STARTUP_S)],
-        cwd=REPO_ROOT, env=env, stdout=open(mesh_log, "w"), stderr=subprocess.STDOUT)
+        cwd=REPO_ROOT, env=mesh_env, stdout=open(mesh_log, "w"), stderr=subprocess.STDOUT)
     direct = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
          "--served-model-name", "tiny", "--port", str(direct_port), "--host", "127.0.0.1",
