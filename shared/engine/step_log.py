@@ -4,7 +4,8 @@
      "num_decodes": 8, "chunks": [[32, 2080]]}
 
 `duration_s` runs from the start of `schedule()` to the end of `update_from_output()`: the
-scheduler's own work and the model run in between, as the cost model's step time counts it.
+scheduler's own work and the model run in between, as the cost model's step time counts it (under
+vLLM's async scheduling, on GPUs, the next step is scheduled while one runs, so durations overlap).
 `chunks` are the prefill chunks as (new tokens, context after them). The same lines come from the
 profiler's engine (`loadgen.calibrate.profile_cpu`) and from a live engine (`ENGINE_STEP_LOG`), so
 `loadgen.calibrate.fit_cpu` fits either. No vLLM import: the scheduler and its output are read by
@@ -57,6 +58,3 @@ class StepLog:
         self._file.write(json.dumps({
             "end_s": end, "duration_s": end - t0, "thread_cpu_s": time.thread_time() - cpu0, "tokens": tokens,
             "decode_ctx": decode_ctx, "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}) + "\n")
-
-    def close(self) -> None:
-        self._file.close()
