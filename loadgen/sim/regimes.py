@@ -141,24 +141,33 @@ def latency_at_fractions(exp: Experiment, names: list[str], capacity: float, n: 
     return rows
 
 
-def overload(exp: Experiment, names: list[str], capacity: float, n: int,
-             iso: dict[str, tuple[float, float]]) -> dict:
-    """Every policy on the steady 1.2 C overload and on the burst regime, to completion."""
-    programs = exp.programs(n)
-    cuts = size_cuts(iso)
-    seed = exp.config.seed
-    cases = {
+def overload_cases(capacity: float) -> dict[str, tuple[str, float, float | None]]:
+    """label -> (arrival regime, base rate, burst rate) of each overload case at capacity C."""
+    return {
         f"poisson_{OVERLOAD_FACTOR:g}x": ("poisson", OVERLOAD_FACTOR * capacity, None),
         "burst": ("burst", BURST_BASE_FRACTION * capacity, BURST_FACTOR * capacity),
     }
+
+
+def overload(exp: Experiment, names: list[str], capacity: float, n: int,
+             iso: dict[str, tuple[float, float]], labels: tuple[str, ...] | None = None) -> dict:
+    """Every policy on the steady 1.2 C overload and on the burst regime (or the `labels` of
+    `overload_cases` only), to completion."""
+    programs = exp.programs(n)
+    cuts = size_cuts(iso)
+    seed = exp.config.seed
     out = {"size_cuts_service_s": list(cuts), "deadline_multiple": DEADLINE_MULTIPLE}
-    for label, (regime, rate, burst_rate) in cases.items():
+    for label, (regime, rate, burst_rate) in overload_cases(capacity).items():
+        if labels is not None and label not in labels:
+            continue
         arrivals = regime_arrivals(regime, rate, n, seed, burst_rate)
         per = {}
         for name in names:
             t0 = time.perf_counter()
             run = exp.outcome(VARIANTS[name], programs, arrivals)  # no backlog stop: every program's time
             per[name] = {**overload_metrics(run, iso, cuts), "wall_s": round(time.perf_counter() - t0, 2)}
+            exp.progress(f"{exp.config.workload} {label}: {name} goodput {per[name]['goodput_per_s']:.4g}/s "
+                         f"({per[name]['wall_s']:.0f} s)")
         out[label] = {**describe(regime), "rate": rate, "burst_rate": burst_rate, "policies": per}
         exp.progress(f"{exp.config.workload} {label}: goodput "
                      + ", ".join(f"{k} {v['goodput_per_s']:.4g}/s" for k, v in per.items()))

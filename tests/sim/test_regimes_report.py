@@ -87,3 +87,30 @@ def test_overload_metrics_classes_and_goodput():
     assert m["by_size_class"]["large"]["completion_s"]["mean"] == 10.0
     assert m["by_size_class"]["large"]["slowdown"]["mean"] == pytest.approx(10.0 / 1.0)
     assert DEADLINE_MULTIPLE == 5.0
+
+
+def test_one_overload_case_alone_reads_what_the_whole_report_does(tmp_path):
+    """`loadgen.sim.overload_case` runs a case an interrupted `--regimes` run did not reach: at the
+    same capacity and arguments it computes exactly the report's numbers for that case."""
+    from loadgen.sim.overload_case import main as case_main
+
+    result = _run(tmp_path, "regimes", "--regimes", "--regime-programs", "9")
+    capacity = result["regimes"]["fcfs_capacity"]
+    path = tmp_path / "burst.json"
+    assert case_main(["--capacity", repr(capacity), "--case", "burst", *SWEEP[1:], "--regime-programs", "9",
+                      "--json", str(path)]) == 0
+    alone = json.loads(path.read_text())["overload"]
+    assert set(alone) == {"size_cuts_service_s", "deadline_multiple", "burst"}
+    whole = result["regimes"]["overload"]
+    assert alone["size_cuts_service_s"] == whole["size_cuts_service_s"]
+    for name, metrics in alone["burst"]["policies"].items():
+        expected = {k: v for k, v in whole["burst"]["policies"][name].items() if k != "wall_s"}
+        assert {k: v for k, v in metrics.items() if k != "wall_s"} == expected
+
+
+def test_an_unknown_overload_case_is_refused_with_the_valid_ones(capsys):
+    from loadgen.sim.overload_case import main as case_main
+
+    with pytest.raises(SystemExit):
+        case_main(["--capacity", "1", "--case", "tsunami", "--workload", "react"])
+    assert "valid: poisson_1.2x, burst" in capsys.readouterr().err
