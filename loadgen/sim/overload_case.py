@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     exp = Experiment(config, lambda line: print(line, file=sys.stderr, flush=True))
     n = config.regime_programs or DEFAULT_REGIME_PROGRAMS
     names = [v.name for v in config.policies]
-    result = {"workload": config.workload, "capacity": args.capacity, "num_programs": n, "seed": config.seed,
+    result = {"workload": config.workload, "engine": config.engine.to_json(), "capacity": args.capacity,
+              "num_programs": n, "seed": config.seed,
               "overload": overload(exp, names, args.capacity, n, isolated(exp, n), (args.case,)),
               "command": "python -m loadgen.sim.overload_case " + " ".join(argv)}
     write_json(args.json_path, result)

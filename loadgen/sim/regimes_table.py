@@ -81,11 +81,16 @@ def fractions_table(results: list[dict]) -> list[str]:
     return lines
 
 
+def _overload_of(result: dict) -> dict:
+    """A sim result's `--regimes` overload, or an overload-case file's (`loadgen.sim.overload_case`)."""
+    return (result.get("regimes") or {}).get("overload") or result.get("overload") or {}
+
+
 def overload_table(results: list[dict]) -> list[str]:
     lines = ["| regime | overload | policy | goodput (/s) | met deadline | mean completion s: small / medium / "
              "large | p99 completion s, large | mean slowdown, small |", "|---|---|---|---|---|---|---|---|"]
     for result in results:
-        report = (result.get("regimes") or {}).get("overload") or {}
+        report = _overload_of(result)
         for case, data in report.items():
             if not isinstance(data, dict) or "policies" not in data:
                 continue
@@ -100,12 +105,15 @@ def overload_table(results: list[dict]) -> list[str]:
 
 def table(paths: list[Path]) -> str:
     results = [json.loads(p.read_text()) for p in sorted(paths)]
-    out = ["### Max rate at the 5x SLO", "", *max_rate_table(results)]
-    with_report = [r for r in results if r.get("regimes")]
+    searched = [r for r in results if "policies" in r]  # overload-case files hold no rate search
+    out = ["### Max rate at the 5x SLO", "", *max_rate_table(searched)]
+    with_report = [r for r in searched if r.get("regimes")]
     if with_report:
-        out += ["", "### Latency at fixed fractions of FCFS's capacity", "", *fractions_table(with_report),
-                "", "### Overload: completion time by size class, goodput within 5x the isolated time", "",
-                *overload_table(with_report)]
+        out += ["", "### Latency at fixed fractions of FCFS's capacity", "", *fractions_table(with_report)]
+    with_overload = [r for r in results if _overload_of(r)]
+    if with_overload:
+        out += ["", "### Overload: completion time by size class, goodput within 5x the isolated time", "",
+                *overload_table(with_overload)]
     out += ["", "Commands (one per file):", ""] + [f"    {r['command']}" for r in results]
     return "\n".join(out) + "\n"
 
