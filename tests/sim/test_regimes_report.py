@@ -106,6 +106,9 @@ def test_one_overload_case_alone_reads_what_the_whole_report_does(tmp_path):
     for name, metrics in alone["burst"]["policies"].items():
         expected = {k: v for k, v in whole["burst"]["policies"][name].items() if k != "wall_s"}
         assert {k: v for k, v in metrics.items() if k != "wall_s"} == expected
+    text = table([tmp_path / "regimes.json", path])  # the case file joins the overload table only
+    assert text.count("| serpt |") == 1 + 2 + 1  # the search's row, the report's two cases, the case file's
+    assert text.count("| burst (") == 4
 
 
 def test_an_unknown_overload_case_is_refused_with_the_valid_ones(capsys):
