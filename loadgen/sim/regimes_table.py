@@ -82,7 +82,7 @@ def fractions_table(results: list[dict]) -> list[str]:
 
 
 def _overload_of(result: dict) -> dict:
-    """A sim result's `--regimes` overload, or an overload-case file's (`loadgen.sim.overload_case`)."""
+    """A sim result's `--regimes` overload, or an overload-case file's (`autellix.overload_case`)."""
     return (result.get("regimes") or {}).get("overload") or result.get("overload") or {}
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from autellix.cli import main
+from autellix.overload_case import main as case_main
 from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
 from loadgen.sim.regimes import DEADLINE_MULTIPLE, FRACTIONS, overload_metrics, size_class, size_cuts
 from loadgen.sim.regimes_table import table, verdicts
@@ -90,10 +91,8 @@ def test_overload_metrics_classes_and_goodput():
 
 
 def test_one_overload_case_alone_reads_what_the_whole_report_does(tmp_path):
-    """`loadgen.sim.overload_case` runs a case an interrupted `--regimes` run did not reach: at the
+    """`autellix.overload_case` runs a case an interrupted `--regimes` run did not reach: at the
     same capacity and arguments it computes exactly the report's numbers for that case."""
-    from loadgen.sim.overload_case import main as case_main
-
     result = _run(tmp_path, "regimes", "--regimes", "--regime-programs", "9")
     capacity = result["regimes"]["fcfs_capacity"]
     path = tmp_path / "burst.json"
@@ -112,8 +111,6 @@ def test_one_overload_case_alone_reads_what_the_whole_report_does(tmp_path):
 
 
 def test_an_unknown_overload_case_is_refused_with_the_valid_ones(capsys):
-    from loadgen.sim.overload_case import main as case_main
-
     with pytest.raises(SystemExit):
         case_main(["--capacity", "1", "--case", "tsunami", "--workload", "react"])
     assert "valid: poisson_1.2x, burst" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 goodput as `--regimes` computes them (`loadgen.sim.regimes.overload`), for a case that run did not
 reach.
 
-    python -m loadgen.sim.overload_case --capacity 0.04528 --case burst --workload coding \\
+    python -m autellix.overload_case --capacity 0.04528 --case burst --workload coding \\
         --policies fcfs,serpt,atlas,srpt --regime-programs 2000 --json PATH
 
 Every other option is `autellix sim`'s and means the same there (the engine, preset, seed, ...):
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"workload": config.workload, "engine": config.engine.to_json(), "capacity": args.capacity,
               "num_programs": n, "seed": config.seed,
               "overload": overload(exp, names, args.capacity, n, isolated(exp, n), (args.case,)),
-              "command": "python -m loadgen.sim.overload_case " + " ".join(argv)}
+              "command": "python -m autellix.overload_case " + " ".join(argv)}
     write_json(args.json_path, result)
     return 0
 
