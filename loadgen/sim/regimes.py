@@ -7,7 +7,7 @@ every policy, at rates set by FCFS's max rate C at the first SLO in the same run
   per policy, beside FCFS's at the same rate. `report.tails_at_fcfs_capacity` is the same check
   at 100% of C on the sweep's short runs.
 - **Overload**: steady Poisson at 1.2 C, and bursts (base rate 0.8 C, 2 C for 60 s every 600 s).
-  Every program runs to completion; per size class (terciles of the program's total service when
+  Every program runs to completion (or to the run's time cap: `all_finished` says); per size class (terciles of the program's total service when
   it runs alone) the completion time and its slowdown over the isolated completion time, and
   goodput: programs/s that finish within 5x their isolated completion time.
 
