@@ -131,7 +131,8 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
             request.priority = self._stock_priority(call)  # stock priority: the level at submit, fixed
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
-        t0, cpu0 = time.monotonic(), time.thread_time()
+        logging_steps = self._step_log is not None
+        t0, cpu0 = (time.monotonic(), time.thread_time()) if logging_steps else (0.0, 0.0)
         now = self.now_s()
         self._retention_before_schedule(now)
         self._before_schedule(now)
@@ -139,7 +140,7 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
         self._after_schedule(so, now)
         if self._fixed_now_s is None:
             self._scheduled_at_mono_s[id(so)] = time.monotonic()
-        if self._step_log is not None:
+        if logging_steps:
             self._step_log.started(so, self, t0, cpu0)
         return so
 
