@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import uuid
 from datetime import datetime
@@ -17,6 +18,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from shared.bus import Bus, pull
+from shared.bus.admission import Refusal
 from shared.protocol import messages as m
 from shared.protocol import subjects
 
@@ -28,8 +30,11 @@ async def routed_engines(bus: Bus) -> dict[str, list[str]]:
                                 filter_subject=f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}",
                                 inactive_threshold=60.0)
 
-    async def arrive(raw):
-        return await bus.accept(raw.subject, "", raw.data, (m.CallRouted,))
+    def arrive(raw):
+        admitted = bus.admit(raw.subject, "", raw.data, (m.CallRouted,))
+        if type(admitted) is Refusal:  # no acks on this reader: reject, nothing to terminate
+            return pull.Dropped(functools.partial(bus.refuse, raw.subject, "", admitted))
+        return admitted
     consumer = pull.PullConsumer(bus, subjects.AUDIT_STREAM, config, batch_size=1000, arrive=arrive)
     await consumer.start()
     out: dict[str, list[str]] = {}

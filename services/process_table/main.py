@@ -33,7 +33,7 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = Non
             serve_metrics(settings, SERVICE_NAME)
             # start-up's ~100K objects (modules, SQLAlchemy and pydantic machinery) out of the
             # collector's sight: full collections paused the loop 60-100 ms (the propagation tail)
-            freeze_startup_heap(gen0_threshold=None, collect=True)
+            freeze_startup_heap(collect=True)
             await stop.wait()
             log.info("process_table_stopping")
             await limit_owner.stop()

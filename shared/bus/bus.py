@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind
 
 from shared import tracing
 from shared.bus import jetstream
+from shared.bus.admission import Refusal, admit
 from shared.bus.connection import connect_nats, url_user
 from shared.bus.errors import BusError, NoResponders, RemoteError, RequestLost, RequestTimeout
 from shared.bus.incoming import BatchHandler, Handler, Incoming
@@ -33,9 +34,8 @@ from shared.bus.resend import ResendingPublisher
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
-from shared.protocol.attribution import attribution_problem
 from shared.protocol.envelope import Publisher, decode, make_publisher_id
-from shared.protocol.errors import ErrorCode, ProtocolError
+from shared.protocol.errors import ErrorCode
 from shared.protocol.nats_roles import CLI, SERVICE_ROLES
 
 SUBSCRIBE_SETTLE_S = 0.002
@@ -217,25 +217,23 @@ class Bus:
         if result is not None and reply:
             await self.publish(reply, result)
 
+    def admit(self, subject: str, reply: str, data: bytes, types: tuple[type, ...]) -> Incoming | Refusal:
+        """Decode and type-check one delivery, without I/O (admission.py); a `Refusal` is for `reject`."""
+        decoded = admit(subject, data, types)
+        if type(decoded) is Refusal:
+            return decoded
+        return Incoming(subject, reply, decoded.envelope, decoded.body, self)
+
     async def accept(self, subject: str, reply: str, data: bytes, types: tuple[type, ...]) -> Incoming | None:
         """Decode and type-check one delivery; on failure reject it (log, error event, error reply)."""
-        try:
-            decoded = decode(data)
-        except ProtocolError as exc:
-            await self.reject(subject, reply, ErrorCode.BAD_REQUEST, str(exc))
+        admitted = self.admit(subject, reply, data, types)
+        if type(admitted) is Refusal:
+            await self.refuse(subject, reply, admitted)
             return None
-        if types and not isinstance(decoded.body, types):
-            wanted = ", ".join(t.TYPE for t in types)
-            await self.reject(subject, reply, ErrorCode.BAD_REQUEST,
-                              f"unexpected message type {decoded.envelope.type!r} (this subject takes {wanted})",
-                              decoded.envelope.type)
-            return None
-        # an engine's subject binds the body's engine (attribution.py): e1 cannot speak for e0
-        problem = attribution_problem(subject, decoded.body)
-        if problem is not None:
-            await self.reject(subject, reply, ErrorCode.BAD_REQUEST, problem, decoded.envelope.type)
-            return None
-        return Incoming(subject, reply, decoded.envelope, decoded.body, self)
+        return admitted
+
+    async def refuse(self, subject: str, reply: str, refusal: Refusal) -> None:
+        await self.reject(subject, reply, refusal.code, refusal.description, refusal.message_type)
 
     async def reject(self, subject: str, reply: str, code: ErrorCode, description: str,
                      message_type: str = "") -> None:

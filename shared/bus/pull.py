@@ -7,15 +7,17 @@ one outstanding request costs about 33 us. A new request goes out when the last 
 has ended (status 404/408/409), or after its expiry if the answer got lost (a reconnect), and only
 while the buffer has room for a whole batch, so a slow owner is not flooded.
 
-Each delivery passes `arrive` as it lands (a decoder, say): what it returns is buffered, `None`
-drops the message (the hook has dealt with it, e.g. terminated it as malformed). Decoding there
-overlaps the owner's work on the previous batch. Only public nats-py calls: acks, naks and
-in-progress acks are the `Msg` methods.
+Each delivery passes `arrive` as it lands (a decoder, say): what it returns is buffered; a `Dropped`
+drops the message once its `settle` (e.g. reject and terminate a malformed one) has run. `arrive` is
+synchronous, so the common case costs no coroutine per delivery. Decoding there overlaps the owner's
+work on the previous batch. Only public nats-py calls: acks, naks and in-progress acks are the `Msg`
+methods.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections import deque
@@ -28,17 +30,27 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import api
 
+from shared.bus.admission import Refusal
 from shared.bus.incoming import Incoming
 from shared.bus.unavailable import JETSTREAM_WAIT_S, retry_while_unavailable
 from shared.logging import get_logger
 from shared.protocol import subjects
-from shared.protocol.errors import ErrorCode
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from shared.bus.bus import Bus
 
-Arrive = Callable[[Msg], Awaitable[Any]]
+
+
+class Dropped:
+    """What `arrive` returns for a delivery it turns down; `settle()` runs before the next arrives."""
+    __slots__ = ("settle",)
+
+    def __init__(self, settle: Callable[[], Awaitable[None]]) -> None:
+        self.settle = settle
+
+
+Arrive = Callable[[Msg], Any]  # the item to buffer, or a `Dropped`
 
 
 def durable_config(durable: str, filter_subject: str, ack_wait_s: float, max_ack_pending: int) -> api.ConsumerConfig:
@@ -49,7 +61,7 @@ def durable_config(durable: str, filter_subject: str, ack_wait_s: float, max_ack
         max_ack_pending=max_ack_pending)
 
 
-async def _keep_raw(raw: Msg) -> Msg:
+def _keep_raw(raw: Msg) -> Msg:
     return raw
 
 
@@ -143,9 +155,10 @@ class PullConsumer:
                 self._wake_pump.set()
             return
         self._outstanding = max(0, self._outstanding - 1)
-        item = await self.arrive(raw)
-        if item is None:
+        item = self.arrive(raw)
+        if type(item) is Dropped:
             self.num_dropped += 1
+            await item.settle()
         else:
             self._buffer.append(item)
             self._ready.set()
@@ -192,31 +205,45 @@ class Delivery:
         return self.incoming.envelope.type
 
 
+async def refuse_and_term(bus: Bus, raw: Msg, refusal: Refusal) -> None:
+    """Reject a delivery (logged, error event) and terminate it: redelivering it would fail the same
+    way forever."""
+    await bus.refuse(raw.subject, "", refusal)
+    await raw.term()
+
+
+def admit_or_drop(bus: Bus, raw: Msg, types: tuple[type, ...]) -> Incoming | Dropped:
+    """Decode and type-check a delivery; a malformed one is dropped, rejected and terminated."""
+    admitted = bus.admit(raw.subject, "", raw.data, types)
+    if type(admitted) is Refusal:
+        return Dropped(functools.partial(refuse_and_term, bus, raw, admitted))
+    return admitted
+
+
 async def accept_or_term(bus: Bus, raw: Msg, types: tuple[type, ...]) -> Incoming | None:
-    """Decode and type-check a delivery; a malformed one is rejected by the bus (logged, error
-    event) and terminated: redelivering it would fail the same way forever."""
-    incoming = await bus.accept(raw.subject, "", raw.data, types)
-    if incoming is None:
-        await raw.term()
-    return incoming
+    """`admit_or_drop`, settled at once: the delivery, or None once a malformed one is terminated."""
+    admitted = admit_or_drop(bus, raw, types)
+    if type(admitted) is Dropped:
+        await admitted.settle()
+        return None
+    return admitted
 
 
 def decoding(bus: Bus, types: tuple[type, ...], prepare: Callable[[Any], Any] | None = None) -> Arrive:
     """An `arrive` hook that buffers `Delivery`s: decoded, type-checked, and `prepare(body)` applied
     (a ValueError from it rejects the message like a malformed one)."""
 
-    async def arrive(raw: Msg) -> Delivery | None:
-        incoming = await accept_or_term(bus, raw, types)
-        if incoming is None:
-            return None
+    def arrive(raw: Msg) -> Delivery | Dropped:
+        incoming = admit_or_drop(bus, raw, types)
+        if type(incoming) is Dropped:
+            return incoming
         delivery = Delivery(raw, incoming, received_at=time.perf_counter())
         if prepare is not None:
             try:
                 delivery.decoded = prepare(incoming.body)
             except ValueError as exc:
-                await bus.reject(raw.subject, "", ErrorCode.BAD_REQUEST, str(exc), incoming.envelope.type)
-                await raw.term()
-                return None
+                refusal = Refusal(str(exc), incoming.envelope.type)
+                return Dropped(functools.partial(refuse_and_term, bus, raw, refusal))
         return delivery
     return arrive
 

@@ -17,12 +17,17 @@ from typing import Any
 from shared.protocol import bounds
 from shared.protocol.errors import ProtocolError
 
-Checker = Callable[[Any, str], None]
+Checker = Callable[..., None]  # (message, path prefix of its fields = "")
 
 
 def check_bounds(obj: Any) -> None:
     """Every field of a decoded message in its bounds, or `ProtocolError` naming the first one not."""
     _checker(type(obj))(obj, "")
+
+
+def bounds_checker(cls: type) -> Checker:
+    """`check_bounds` for instances of `cls`, for a reader that keeps one per type."""
+    return _checker(cls)
 
 
 def _optional_inner(tp: Any) -> tuple[Any, bool]:
@@ -101,7 +106,7 @@ def _checker(cls: type) -> Checker:
     env: dict[str, Any] = {"_refuse": _refuse, "_too_many": _too_many, "_checker": _checker,
                            "_not_in_a_token": bounds.NOT_IN_A_TOKEN.search, "float": float, "int": int, "str": str}
     body = [line for f in dataclasses.fields(cls) for line in _field_lines(f.name, hints[f.name], env)]
-    source = "def check(obj, prefix):\n" + "".join(f"    {line}\n" for line in body or ["pass"])
+    source = "def check(obj, prefix=''):\n" + "".join(f"    {line}\n" for line in body or ["pass"])
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<bound check of {cls.__name__}>", "exec"), env, namespace)  # noqa: S102
     return namespace["check"]

@@ -12,11 +12,11 @@ like duplicates.
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -24,14 +24,16 @@ from typing import Any, NamedTuple
 import msgspec
 
 from shared.protocol import messages as _messages  # noqa: F401  (registers every message type)
-from shared.protocol.bound_check import check_bounds
+from shared.protocol.bound_check import bounds_checker
 from shared.protocol.codec import MESSAGE_TYPES, protocol_error
 from shared.protocol.errors import ProtocolError
 
 SCHEMA_VERSION = 1
 
 
-class Envelope(NamedTuple):  # a tuple: cheap to build for every message received
+# Structs without cycles, out of the collector's sight: built for every message received, at a
+# third of a NamedTuple's cost
+class Envelope(msgspec.Struct, frozen=True, gc=False):
     schema_version: int
     type: str
     publisher_id: str
@@ -39,7 +41,7 @@ class Envelope(NamedTuple):  # a tuple: cheap to build for every message receive
     sent_at_ns: int
 
 
-class Decoded(NamedTuple):
+class Decoded(msgspec.Struct, frozen=True, gc=False):
     envelope: Envelope
     body: Any  # the typed message
 
@@ -72,9 +74,22 @@ _ENVELOPE_DECODER = msgspec.msgpack.Decoder(_Incoming)
 _ENVELOPE_FIELD_KINDS = {"type": "strings", "publisher_id": "strings"}  # the rest are integers
 
 
-@functools.cache
-def _body_decoder(cls: type) -> msgspec.msgpack.Decoder:
-    return msgspec.msgpack.Decoder(cls)
+class _BodyReader(NamedTuple):
+    decoder: msgspec.msgpack.Decoder
+    check_bounds: Callable[[Any], None]
+
+
+_BODY_READERS: dict[str, _BodyReader] = {}  # message type name -> its reader, made on first use
+
+
+def _body_reader(type_name: str) -> _BodyReader:
+    reader = _BODY_READERS.get(type_name)
+    if reader is None:
+        cls = MESSAGE_TYPES.get(type_name)
+        if cls is None:
+            raise ProtocolError(f"unknown message type {type_name!r}")
+        reader = _BODY_READERS[type_name] = _BodyReader(msgspec.msgpack.Decoder(cls), bounds_checker(cls))
+    return reader
 
 
 def encode(msg: Any, publisher_id: str, seq: int, sent_at_ns: int | None = None) -> bytes:
@@ -116,14 +131,12 @@ def decode(data: bytes) -> Decoded:
         raise ProtocolError(f"unsupported schema_version {env.schema_version!r} (this reader speaks {SCHEMA_VERSION})")
     if env.seq < 0:
         raise ProtocolError("envelope seq and sent_at_ns must be non-negative integers")
-    cls = MESSAGE_TYPES.get(env.type)
-    if cls is None:
-        raise ProtocolError(f"unknown message type {env.type!r}")
+    reader = _body_reader(env.type)
     try:
-        body = _body_decoder(cls).decode(env.body)
+        body = reader.decoder.decode(env.body)
     except msgspec.MsgspecError as exc:
-        raise protocol_error(exc, cls.__name__) from None
-    check_bounds(body)
+        raise protocol_error(exc, reader.decoder.type.__name__) from None
+    reader.check_bounds(body)
     return Decoded(Envelope(SCHEMA_VERSION, env.type, env.publisher_id, env.seq, env.sent_at_ns), body)
 
 
