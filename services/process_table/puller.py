@@ -28,7 +28,10 @@ class StreamingPuller(pull.PullConsumer):
                  stream: str = subjects.AUDIT_STREAM) -> None:
         super().__init__(bus, stream, pull.durable_config(durable, filter_subject, ack_wait_s, max_ack_pending),
                          batch_size=batch_size, request_expires_s=request_expires_s,
-                         arrive=pull.decoding(bus, types, prepare))
+                         arrive=pull.decoding(bus, types, prepare),
+                         # room for two batches beyond the one in hand: a commit takes as long as
+                         # decoding a batch, and decoding ahead is what overlaps it
+                         max_buffered=3 * batch_size)
 
     @property
     def num_rejected(self) -> int:
