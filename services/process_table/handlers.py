@@ -7,7 +7,8 @@
 
 Completions stream in from a JetStream durable consumer (`puller.py`); the apply loop takes what
 has arrived (up to COMPLETION_BATCH_SIZE, in stream order), applies it in one transaction,
-publishes the program-service updates and acks, all after the commit. A failed write is retried
+publishes the program-service updates and acks, all after the commit (overlapping the next
+batch's transaction). A failed write is retried
 in place until it commits. A completion the table must not apply (negative service, an id that
 cannot be a subject token...) is rejected with a logged reason and an error event, and terminated.
 """
@@ -26,7 +27,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services.process_table import metrics, republish, sessions, wire
 from services.process_table.apply import BatchApplier
 from services.process_table.expiry import IdleSweeper
-from services.process_table.fold import Completion
 from services.process_table.in_flight import InFlightCalls
 from services.process_table.models import CloseReason
 from services.process_table.program_sizes import ProgramSizes
@@ -97,7 +97,7 @@ class ProcessTableService:
         self.sizes = ProgramSizes(SchedulingPolicy(settings.scheduling_policy).impl.size_rank)
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.all_completions(),
-            types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=self._prepare_completion,
+            types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=wire.completion_from_wire,
             ack_wait_s=COMPLETION_ACK_WAIT_S, stream=subjects.COMPLETIONS_STREAM)
         self._apply_task: asyncio.Task | None = None
         self._stopping = False
@@ -150,37 +150,42 @@ class ProcessTableService:
         return await in_transaction(self.engine, work, what=what, retry_budget_s=self.settings.db_retry_budget_s)
 
     # --- completions and promotions (JetStream) ------------------------------------------------
-    def _prepare_completion(self, msg: m.CallCompleted) -> Completion:
-        """Runs as each delivery arrives (overlapping the current transaction); ValueError rejects."""
-        try:
-            return wire.completion_from_wire(msg)
-        except ValueError:
-            self.num_rejected_completions += 1
-            raise
-
     async def _apply_loop(self) -> None:
-        """Take a batch in stream order, apply it in one transaction, publish updates, ack."""
-        while True:
-            batch = await self.puller.take()
-            if not batch:
-                return
-            outcome = await self._commit(batch)
-            self._fault_after_commit(outcome)
-            t0 = time.perf_counter()
-            metrics.completions_applied(outcome.updates, [d.decoded for d in outcome.committed])
-            for update in outcome.updates:  # after commit: what engines and the router see is durable
-                self.num_applied_calls += len(update.applied_call_ids)
-                await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
-            await self._republish_unchanged(outcome.committed, outcome.updates)
-            self.in_flight.completed(d.decoded.call_id for d in outcome.committed)
-            published_at = time.perf_counter()
-            self.in_service_s.extend(published_at - d.received_at for d in outcome.committed)
-            await self.puller.ack(outcome.committed)
-            self.publish_s_total += time.perf_counter() - t0
-            if len(outcome.committed) + len(outcome.rejected) + len(outcome.held) < len(batch):  # stopping
-                done = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
-                await self.puller.nak([d for d in batch if id(d) not in done])
-                return
+        """Take a batch in stream order, apply it in one transaction, then publish its updates and
+        ack it while the next batch's transaction runs: the table's share of the cycle overlaps the
+        database's. Batches settle in order (each waits for the one before)."""
+        settling: asyncio.Task | None = None
+        try:
+            while True:
+                batch = await self.puller.take()
+                if not batch:
+                    return
+                outcome = await self._commit(batch)
+                self._fault_after_commit(outcome)
+                if settling is not None:
+                    await settling
+                settling = asyncio.create_task(self._settle(outcome), name="process_table:settle")
+                if len(outcome.committed) + len(outcome.rejected) + len(outcome.held) < len(batch):  # stopping
+                    done = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
+                    await self.puller.nak([d for d in batch if id(d) not in done])
+                    return
+        finally:
+            if settling is not None:
+                await settling
+
+    async def _settle(self, outcome: _Outcome) -> None:
+        """After the commit, so what engines and the router see is durable: publish the updates, ack."""
+        t0 = time.perf_counter()
+        metrics.completions_applied(outcome.updates, [d.decoded for d in outcome.committed])
+        for update in outcome.updates:
+            self.num_applied_calls += len(update.applied_call_ids)
+            await self.bus.publish(subjects.program_service(update.program_id), wire.service_updated(update))
+        await self._republish_unchanged(outcome.committed, outcome.updates)
+        self.in_flight.completed(d.decoded.call_id for d in outcome.committed)
+        published_at = time.perf_counter()
+        self.in_service_s.extend(published_at - d.received_at for d in outcome.committed)
+        await self.puller.ack(outcome.committed)
+        self.publish_s_total += time.perf_counter() - t0
 
     def _fault_after_commit(self, outcome: _Outcome) -> None:
         """FAULT_EXIT_AFTER_COMMITS (chaos only): die between commit and publish, as a crash would."""
