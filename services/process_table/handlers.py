@@ -7,10 +7,10 @@
 
 Completions stream in from a JetStream durable consumer (`puller.py`); the apply loop takes what
 has arrived (up to COMPLETION_BATCH_SIZE, in stream order), applies it in one transaction,
-publishes the program-service updates and acks, all after the commit (overlapping the next
-batch's transaction). A failed write is retried
-in place until it commits. A completion the table must not apply (negative service, an id that
-cannot be a subject token...) is rejected with a logged reason and an error event, and terminated.
+publishes the program-service updates and acks, all after the commit (and while the next batch's
+transaction runs). A failed write is retried in place until it commits. A completion the table
+must not apply (negative service, an id that cannot be a subject token...) is rejected with a
+logged reason and an error event, and terminated.
 """
 
 from __future__ import annotations

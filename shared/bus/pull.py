@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from shared.bus.bus import Bus
 
 
-
 class Dropped:
     """What `arrive` returns for a delivery it turns down; `settle()` runs before the next arrives."""
     __slots__ = ("settle",)
