@@ -201,8 +201,9 @@ class Bus:
         # publisher's ack inbox: answering it (e.g. rejecting a bad event) would reach the publisher
         # as a bogus ack (found by tests/reliability/test_bad_msgpack.py), so events are never answered
         reply = "" if subjects.is_event(raw.subject) else raw.reply
-        incoming = await self.accept(raw.subject, reply, raw.data, types)
-        if incoming is None:
+        incoming = self.admit(raw.subject, reply, raw.data, types)
+        if type(incoming) is Refusal:
+            await self.refuse(raw.subject, reply, incoming)
             return
         try:
             if tracing.enabled() and raw.headers and tracing.TRACEPARENT in raw.headers:
@@ -218,21 +219,14 @@ class Bus:
             await self.publish(reply, result)
 
     def admit(self, subject: str, reply: str, data: bytes, types: tuple[type, ...]) -> Incoming | Refusal:
-        """Decode and type-check one delivery, without I/O (admission.py); a `Refusal` is for `reject`."""
+        """Decode and type-check one delivery, without I/O (admission.py); a `Refusal` goes to `refuse`."""
         decoded = admit(subject, data, types)
         if type(decoded) is Refusal:
             return decoded
         return Incoming(subject, reply, decoded.envelope, decoded.body, self)
 
-    async def accept(self, subject: str, reply: str, data: bytes, types: tuple[type, ...]) -> Incoming | None:
-        """Decode and type-check one delivery; on failure reject it (log, error event, error reply)."""
-        admitted = self.admit(subject, reply, data, types)
-        if type(admitted) is Refusal:
-            await self.refuse(subject, reply, admitted)
-            return None
-        return admitted
-
     async def refuse(self, subject: str, reply: str, refusal: Refusal) -> None:
+        """Reject what `admit` refused: log, error event, error reply."""
         await self.reject(subject, reply, refusal.code, refusal.description, refusal.message_type)
 
     async def reject(self, subject: str, reply: str, code: ErrorCode, description: str,

@@ -257,8 +257,9 @@ class DurableConsumer:
     async def _process(self, msgs: list) -> None:
         accepted: list[tuple[Any, Incoming]] = []
         for raw in msgs:
-            incoming = await pull.accept_or_term(self.bus, raw, self.types)
-            if incoming is None:
+            incoming = pull.admit_or_drop(self.bus, raw, self.types)
+            if type(incoming) is pull.Dropped:
+                await incoming.settle()
                 continue
             meta = raw.metadata
             incoming.num_delivered = meta.num_delivered

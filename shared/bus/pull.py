@@ -219,15 +219,6 @@ def admit_or_drop(bus: Bus, raw: Msg, types: tuple[type, ...]) -> Incoming | Dro
     return admitted
 
 
-async def accept_or_term(bus: Bus, raw: Msg, types: tuple[type, ...]) -> Incoming | None:
-    """`admit_or_drop`, settled at once: the delivery, or None once a malformed one is terminated."""
-    admitted = admit_or_drop(bus, raw, types)
-    if type(admitted) is Dropped:
-        await admitted.settle()
-        return None
-    return admitted
-
-
 def decoding(bus: Bus, types: tuple[type, ...], prepare: Callable[[Any], Any] | None = None) -> Arrive:
     """An `arrive` hook that buffers `Delivery`s: decoded, type-checked, and `prepare(body)` applied
     (a ValueError from it rejects the message like a malformed one)."""
