@@ -211,11 +211,15 @@ async def refuse_and_term(bus: Bus, raw: Msg, refusal: Refusal) -> None:
     await raw.term()
 
 
+def _refused(bus: Bus, raw: Msg, refusal: Refusal) -> Dropped:
+    return Dropped(functools.partial(refuse_and_term, bus, raw, refusal))
+
+
 def admit_or_drop(bus: Bus, raw: Msg, types: tuple[type, ...]) -> Incoming | Dropped:
     """Decode and type-check a delivery; a malformed one is dropped, rejected and terminated."""
     admitted = bus.admit(raw.subject, "", raw.data, types)
     if type(admitted) is Refusal:
-        return Dropped(functools.partial(refuse_and_term, bus, raw, admitted))
+        return _refused(bus, raw, admitted)
     return admitted
 
 
@@ -232,8 +236,7 @@ def decoding(bus: Bus, types: tuple[type, ...], prepare: Callable[[Any], Any] | 
             try:
                 delivery.decoded = prepare(incoming.body)
             except ValueError as exc:
-                refusal = Refusal(str(exc), incoming.envelope.type)
-                return Dropped(functools.partial(refuse_and_term, bus, raw, refusal))
+                return _refused(bus, raw, Refusal(str(exc), incoming.envelope.type))
         return delivery
     return arrive
 

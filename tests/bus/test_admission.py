@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from shared.bus.admission import Refusal, admit
 from shared.protocol import messages as m
 from shared.protocol import subjects
+from shared.protocol.codec import MESSAGE_TYPES
 from shared.protocol.envelope import Decoded, Publisher
 from shared.protocol.errors import ErrorCode
 
@@ -49,8 +50,9 @@ def test_a_field_out_of_its_bounds_is_refused():
 
 
 @given(st.binary(max_size=200))
-def test_arbitrary_bytes_are_admitted_only_as_a_real_message(data):
+def test_arbitrary_bytes_never_raise_they_decode_to_a_registered_message_or_are_refused(data):
     admitted = admit("autellix.anything", data, ())
-    assert isinstance(admitted, (Decoded, Refusal))
-    if isinstance(admitted, Refusal):
-        assert admitted.description and admitted.code is ErrorCode.BAD_REQUEST
+    if isinstance(admitted, Decoded):
+        assert MESSAGE_TYPES[admitted.envelope.type] is type(admitted.body)
+    else:
+        assert isinstance(admitted, Refusal) and admitted.description and admitted.code is ErrorCode.BAD_REQUEST
