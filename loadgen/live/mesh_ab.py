@@ -54,19 +54,21 @@ class AbSides:
         model_dir = make_tiny_model(self.state / "tiny-model")
         env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
         env |= {"AUTELLIX_API_KEYS": f"bench:{API_KEY}", "HF_HUB_OFFLINE": "1", "LOG_LEVEL": "warning"}
-        self.urls = {side: f"http://127.0.0.1:{servers.free_port()}" for side in SIDES}
+        self.urls = {"direct": f"http://127.0.0.1:{servers.free_port()}"}
         self.procs["direct"] = servers.start_module(
             "loadgen.live.stub_openai", "--port", self.urls["direct"].rsplit(":", 1)[1], "--model", "tiny",
             "--root", str(model_dir), "--token-gap-ms", str(self.token_gap_ms))
         wait_ready(self.urls["direct"], self.procs["direct"], deadline, self.state)
+        # one mesh after the other, each port picked just before its stack starts: a stack picks
+        # free ports for its services as it comes up, and could take one reserved for the other's API
         for side, tree in (("base", self.base_tree), ("new", REPO_ROOT)):
+            self.urls[side] = f"http://127.0.0.1:{servers.free_port()}"
             # `python -m` puts the working folder first on the path: each mesh runs its own tree's code
             self.procs[side] = subprocess.Popen(
                 [sys.executable, "-m", "autellix", "up", "--upstream", self.urls["direct"], "--state-dir",
                  str(self.state / side), "--port", self.urls[side].rsplit(":", 1)[1], "--nats-port", "0",
                  "--startup-timeout", str(int(startup_s))],
                 cwd=tree, env=env | self.side_env.get(side, {}), stdout=open(self.state / f"{side}.log", "w"), stderr=subprocess.STDOUT)
-        for side in ("base", "new"):
             wait_ready(self.urls[side], self.procs[side], deadline, self.state)
         return self
 

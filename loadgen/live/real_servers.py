@@ -41,10 +41,16 @@ def wait_ready(url: str, proc: subprocess.Popen, deadline: float, state: Path) -
             raise RuntimeError(f"{url} did not start; see {state}")
         try:
             r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
-            if r.status_code == 200 and r.json()["data"]:
-                return
         except httpx.HTTPError:
-            pass
+            r = None
+        if r is not None and r.status_code == 200:
+            try:
+                models = r.json()["data"]
+            except (ValueError, KeyError, TypeError):
+                raise RuntimeError(f"{url} answers, but not as an OpenAI API: another server holds its port; "
+                                   f"see {state}") from None
+            if models:
+                return
         time.sleep(1.0)
 
 
