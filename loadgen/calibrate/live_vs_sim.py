@@ -29,6 +29,7 @@ from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
 from loadgen.calibrate.summary import program_summary
+from loadgen.live import cpu_placement
 from loadgen.live.regime import RegimeSampler
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
@@ -40,7 +41,10 @@ LIVE_POLICIES = ("fcfs", "mlfq", "plas", "atlas")  # SRPT needs an oracle: simul
 
 
 async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float,
-                   step_log: Path | None = None) -> dict:
+                   step_log: Path | None = None, placement: str = "float", warmup=()) -> dict:
+    """One live run. `warmup`: programs driven to completion through the same stack before the clock
+    starts (a fresh stack's first calls take its cold paths: seconds, not the engine's work); the
+    step log then restarts, so it holds the measured run's steps only."""
     env = None
     if step_log is not None:
         step_log.unlink(missing_ok=True)
@@ -48,12 +52,18 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
     stack = await asyncio.to_thread(start_real_stack, policy, port, f"--max-num-seqs {max_num_seqs}", extra_env=env)
     sampler = RegimeSampler()
     load_before = os.getloadavg()
-    try:
-        if stack.nats_url:
-            await sampler.start(stack.nats_url)
+    try:  # this process drives the load: it is placed with the mesh
+        placed = cpu_placement.place(placement, stack.process_roots(), also=(os.getpid(),))
         driver = RealEngineDriver(stack.url, stack.api_key)
-        t0 = time.perf_counter()
         try:
+            warm = await driver.run(list(warmup), None, drain_timeout_s) if warmup else []
+            if any(not r.ok for r in warm):
+                raise RuntimeError(f"warm-up failed: {sorted({r.error for r in warm if r.error})[:3]}")
+            if step_log is not None:
+                step_log.write_bytes(b"")  # the engine appends: its next line starts the measured run
+            if stack.nats_url:
+                await sampler.start(stack.nats_url)
+            t0 = time.perf_counter()
             records = await driver.run(programs, None, drain_timeout_s)
         finally:
             await driver.close()
@@ -61,6 +71,7 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
     finally:
         regime = await sampler.stop()
         await asyncio.to_thread(stack.stop)
+        cpu_placement.pin_threads(os.getpid(), cpu_placement.every_cpu())  # the next stack starts unpinned
     done = [(r.response_s, r.normalized_latency_s) for r in records if r.ok]
     short = [r.program_id for r in records if r.ok and r.output_tokens != _expected(programs, r.program_id)]
     return {**program_summary(len(programs), done), "regime": regime, "wall_s": round(wall, 1),
@@ -69,7 +80,8 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             # the engine's prefix-cache hits as the API reported them (usage.prompt_tokens_details)
             "prompt_tokens": sum(r.prompt_tokens for r in records), "cached_tokens": sum(r.cached_tokens for r in records),
             "calls": sum(r.num_calls for r in records),
-            "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_placement": placed,
+            "warmup_programs": len(warmup)}
 
 
 def live_steps(step_log: Path, wall_s: float, fit_path: str | None) -> dict:
@@ -132,6 +144,10 @@ async def run(args) -> dict:
     config = LiveRunConfig(url="", api_key="", workload=args.workload, rates=[args.rate],
                            num_programs=args.programs, seed=args.seed, model="tiny")
     programs = shrink(programs_for(config, args.rate), args.token_scale)
+    # other programs of the workload (another seed), all at once: never the measured ones
+    warmup = [dataclasses.replace(p, arrival_s=0.0) for p in shrink(programs_for(
+        dataclasses.replace(config, seed=args.seed + 1, num_programs=max(args.warmup_programs, 1)), args.rate),
+        args.token_scale)][:args.warmup_programs]
     cutoff_s = max(p.arrival_s for p in programs) + args.drain_timeout
     shape = RealEngineShape(max_num_seqs=args.max_num_seqs)
     live, sim, presets = {}, {}, {}
@@ -139,7 +155,8 @@ async def run(args) -> dict:
     for pol in args.policies:
         print(f"== {pol}: live (autellix up --backend vllm --model tiny)", file=sys.stderr, flush=True)
         step_log = Path(args.step_log_dir) / f"{args.workload}-{pol}-steps.jsonl" if args.step_log_dir else None
-        live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout, step_log)
+        live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout, step_log,
+                                   args.placement, warmup)
         if step_log is not None:
             live[pol]["steps"] = live_steps(step_log, live[pol]["wall_s"], args.fit)
         print(f"   live {json.dumps(finite(live[pol]))[:400]}", file=sys.stderr, flush=True)
@@ -162,7 +179,7 @@ async def run(args) -> dict:
         "workload": args.workload, "token_scale": args.token_scale, "num_programs": args.programs,
         "rate": args.rate, "seed": args.seed,
         "max_num_seqs": args.max_num_seqs, "preset": args.preset, "engine_shape": vars(shape),
-        "drain_timeout_s": args.drain_timeout, "program_output_tokens": [p.output_tokens for p in programs],
+        "drain_timeout_s": args.drain_timeout, "placement": args.placement, "warmup_programs": args.warmup_programs, "program_output_tokens": [p.output_tokens for p in programs],
         "live": live, "sim": sim, "comparison": compare(live, sim),
         "sim_other_presets": {k: {"sim": v, "comparison": compare(live, v)} for k, v in presets.items()} or None,
         "note": args.note or None,
@@ -203,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-log-dir", default=None,
                    help="log the live engine's every step (ENGINE_STEP_LOG) to DIR/<workload>-<policy>-steps.jsonl "
                         "and compare their time with --fit's prediction for the same steps")
+    p.add_argument("--placement", choices=cpu_placement.PLACEMENTS, default="float",
+                   help="float: the kernel places every process; worker-alone: every process but vLLM's CPU worker "
+                        "(the mesh, NATS, PostgreSQL, vLLM's front end and engine core, this driver) kept off the "
+                        "worker's cores; engine-alone: the same with vLLM's engine core beside its worker")
+    p.add_argument("--warmup-programs", type=int, default=0,
+                   help="drive this many other programs of the workload (seed + 1, all at once) through each "
+                        "fresh stack before the clock starts")
     p.add_argument("--note", default="", help="what to record about the host (e.g. what else ran on it)")
     p.add_argument("--bracket-fit", default=None,
                    help="a fit_cpu JSON: also simulate with its thread-CPU-time coefficients (a lower bracket)")
@@ -227,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{', '.join(bad)} cannot run live (clairvoyant: simulation only); live policies: "
                 f"{', '.join(LIVE_POLICIES)}")
     args.also_presets = [x.strip() for x in args.also_presets.split(",") if x.strip()]
+    if args.warmup_programs < 0:
+        p.error(f"--warmup-programs must be >= 0, got {args.warmup_programs}")
     if args.step_log_dir is not None:
         if not Path(args.step_log_dir).is_dir():
             p.error(f"--step-log-dir {args.step_log_dir!r} is not a folder")

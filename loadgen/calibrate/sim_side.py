@@ -37,8 +37,7 @@ def with_call_path(programs: list[ProgramSpec], path_s: float) -> list[ProgramSp
             for p in programs]
 
 
-def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,
-             cutoff_s: float, cost: CostModel | None = None) -> dict:
+def _run(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape, cost: CostModel | None):
     pol = SchedulingPolicy(parse_policy(policy))
     directory = DictProgramDirectory()
     cfg = LiteEngineConfig(preset=preset, token_budget=shape.token_budget, max_num_seqs=shape.max_num_seqs,
@@ -46,7 +45,19 @@ def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealE
                            starvation=StarvationConfig(beta=None))  # the controller promotes, as live
     engine = LiteEngine("e0", pol, directory, cfg, cost)
     arrivals = [p.arrival_s for p in programs]
-    outcome = Simulation(programs, arrivals, [engine], directory, SimConfig(policy=pol, starvation=StarvationConfig())).run()
+    return engine, Simulation(programs, arrivals, [engine], directory,
+                              SimConfig(policy=pol, starvation=StarvationConfig())).run()
+
+
+def simulate_records(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,
+                     cutoff_s: float, cost: CostModel | None = None) -> list:
+    """Each program's record (the simulator's `ProgramRecord`) that finished by `cutoff_s`."""
+    return [r for r in _run(programs, policy, preset, shape, cost)[1].records if r.finish_s <= cutoff_s]
+
+
+def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,
+             cutoff_s: float, cost: CostModel | None = None) -> dict:
+    engine, outcome = _run(programs, policy, preset, shape, cost)
     done = [(r.response_s, r.normalized_latency_s) for r in outcome.records if r.finish_s <= cutoff_s]
     regime = outcome.summary()["regime"]
     return {**program_summary(len(programs), done),

@@ -38,17 +38,13 @@ from pathlib import Path
 import httpx
 import psutil
 
+from loadgen.live.cpu_placement import pin_tree, tree, worker_cpus
 from loadgen.live.real_overhead import _round, _summary, start_servers
 from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop
 from loadgen.results_json import write_json
 from shared.stats import percentile
 
 MARKS = REPO_ROOT / "loadgen" / "live" / "hop_marks"
-
-
-def _procs(root_pid: int) -> list[psutil.Process]:
-    root = psutil.Process(root_pid)
-    return [root, *root.children(recursive=True)]
 
 
 def _name(proc: psutil.Process) -> str:
@@ -58,7 +54,7 @@ def _name(proc: psutil.Process) -> str:
 def _schedstat(root_pid: int) -> dict[str, list[int]]:
     """Per process name: [CPU ns, run-queue wait ns, time slices], over all its threads."""
     out: dict[str, list[int]] = {}
-    for proc in _procs(root_pid):
+    for proc in tree(root_pid):
         try:
             name = _name(proc)
             for tid in os.listdir(f"/proc/{proc.pid}/task"):
@@ -72,27 +68,8 @@ def _schedstat(root_pid: int) -> dict[str, list[int]]:
     return out
 
 
-def _pin(root_pid: int, cpus: set[int]) -> None:
-    """Every thread of the tree on `cpus`, except vLLM's worker (its OpenMP binding stays)."""
-    for proc in _procs(root_pid):
-        try:
-            if "Worker" in proc.name():
-                continue
-            for tid in os.listdir(f"/proc/{proc.pid}/task"):
-                os.sched_setaffinity(int(tid), cpus)
-        except (psutil.Error, OSError):
-            continue
-
-
-def _worker_cpus(root_pid: int) -> set[int]:
-    for proc in _procs(root_pid):
-        if "Worker" in proc.name():
-            return os.sched_getaffinity(proc.pid)
-    return set()
-
-
 def _signal(root_pid: int, sig: int) -> None:
-    for proc in _procs(root_pid):
+    for proc in tree(root_pid):
         try:
             proc.send_signal(sig)
         except psutil.Error:
@@ -182,7 +159,7 @@ async def sched(urls: dict, pids: dict, rounds: int, concurrency: int, max_token
 
 async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_tokens: int, blocks: int) -> dict:
     every = set(range(os.cpu_count() or 1))
-    free = every - _worker_cpus(pids["direct"]) or every
+    free = every - worker_cpus(pids["direct"]) or every
     arms = {"all_float": (every, every), "mesh_off_worker_core": (free, every), "both_off_worker_core": (free, free)}
     rng = random.Random(3)
     res = {arm: {"mesh": ([], []), "direct": ([], [])} for arm in arms}
@@ -193,8 +170,8 @@ async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_t
                 await _round(http, urls[side], concurrency, max_tokens, rng)
             for b in range(blocks):
                 for arm in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
-                    _pin(pids["mesh"], arms[arm][0])
-                    _pin(pids["direct"], arms[arm][1])
+                    pin_tree(pids["mesh"], arms[arm][0])
+                    pin_tree(pids["direct"], arms[arm][1])
                     block: dict[str, list[float]] = {"mesh": [], "direct": []}
                     for i in range(rounds):
                         for side in (("direct", "mesh") if i % 2 == 0 else ("mesh", "direct")):
@@ -204,8 +181,8 @@ async def placement(urls: dict, pids: dict, rounds: int, concurrency: int, max_t
                                 block[side].append(e2e)
                     by_block[arm].append(round((percentile(block["mesh"], 50) - percentile(block["direct"], 50)) * 1e3, 1))
     finally:
-        _pin(pids["mesh"], every)
-        _pin(pids["direct"], every)
+        pin_tree(pids["mesh"], every)
+        pin_tree(pids["direct"], every)
     out = {}
     for arm, r in res.items():
         lat = {side: {"e2e": _summary(e), "ttft": _summary(t)} for side, (e, t) in r.items()}
@@ -225,7 +202,7 @@ async def _reader(http: httpx.AsyncClient, url: str, every_s: float) -> None:
 
 def _cpu_s(root_pid: int) -> dict[str, float]:
     out: dict[str, float] = {}
-    for proc in _procs(root_pid):
+    for proc in tree(root_pid):
         try:
             t = proc.cpu_times()
             out[_name(proc)] = out.get(_name(proc), 0.0) + t.user + t.system

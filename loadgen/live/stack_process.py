@@ -30,10 +30,19 @@ class StackProcess:
     log_path: Path
     tenant: str = "demo"  # the tenant `api_key` belongs to
 
+    def _manifest(self) -> dict:
+        manifest = self.state_dir / "up.json"
+        return json.loads(manifest.read_text()) if manifest.is_file() else {}
+
     @property
     def nats_url(self) -> str | None:
-        manifest = self.state_dir / "up.json"
-        return json.loads(manifest.read_text()).get("nats_url") if manifest.is_file() else None
+        return self._manifest().get("nats_url")
+
+    def process_roots(self) -> tuple[int, ...]:
+        """The supervisor and PostgreSQL (daemonized by pg_ctl, so outside the supervisor's tree):
+        every process of the stack descends from one of them."""
+        pg = self._manifest().get("postgres_pid")
+        return (self.proc.pid,) if pg is None else (self.proc.pid, int(pg))
 
     def log_tail(self, lines: int = 20) -> str:
         try:

@@ -152,6 +152,8 @@ def test_comparison_ratio_and_order():
     (["--rate", "1", "--policies", "lottery"], "valid policies"),
     (["--rate", "1", "--preset", "tpu"], "valid presets"),
     (["--rate", "1", "--workload", "nope"], "valid workloads"),
+    (["--rate", "1", "--warmup-programs", "-1"], "--warmup-programs must be >= 0"),
+    (["--rate", "1", "--placement", "pinned"], "invalid choice: 'pinned'"),
 ])
 def test_live_vs_sim_refuses_bad_input(argv, needle, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -1,0 +1,39 @@
+"""`python -m loadgen.calibrate.live_vs_sim` at a tiny size, end to end on a real engine: the warm-up
+programs run before the clock (the step log then holds the measured run only), the placement is
+applied and recorded, and the driver's own process is left unpinned for the next stack. No timing
+is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
+from loadgen.live import cpu_placement
+from tests.vllm.needs_vllm import require_vllm
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="placement needs at least 2 cores")
+def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
+    require_vllm()
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    out = tmp_path / "result.json"
+    code = live_vs_sim_main(["--workload", "chatbot", "--programs", "1", "--rate", "1", "--token-scale", "16",
+                             "--max-num-seqs", "2", "--policies", "fcfs", "--warmup-programs", "1",
+                             "--placement", "engine-alone", "--step-log-dir", str(steps), "--json", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    live = result["live"]["fcfs"]
+    assert live["completed_programs"] == 1 and not live["errors"]
+    assert live["warmup_programs"] == 1 and result["warmup_programs"] == 1
+    placed = live["cpu_placement"]
+    assert placed["placement"] == "engine-alone" and placed["engine_core_cpus"] == placed["worker_cpus"]
+    assert set(placed["worker_cpus"]).isdisjoint(placed["other_cpus"])
+    # the measured program's steps only: its own prompt and output tokens, none of the warm-up's
+    logged = live["steps"]["num_steps"]
+    assert 1 <= logged <= result["program_output_tokens"][0] + 8, logged
+    assert result["sim"]["fcfs"]["completed_programs"] == 1
+    assert os.sched_getaffinity(0) == cpu_placement.every_cpu()
