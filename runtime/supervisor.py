@@ -3,7 +3,8 @@
 Order of work: NATS (embedded unless NATS_URL is given) -> PostgreSQL (embedded unless
 DATABASE_URL) -> `alembic upgrade head` -> every installed service as its own process -> health
 checks (NATS HealthCheck, engine heartbeats, HTTP /healthz; every instance of a service with
-several, each told apart) -> ready. It then waits for Ctrl-C /
+several, each told apart) -> with `--cpu-placement`, every process placed around vLLM's CPU
+worker (runtime/cpu_placement.py) -> ready. It then waits for Ctrl-C /
 SIGTERM or for a child to die, and stops everything: the front door first, then the other services
 together get SIGTERM and `stop_timeout_s` to drain, then SIGKILL of their process group;
 PostgreSQL gets a fast shutdown, NATS a SIGTERM. Nothing is left running (children also get
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import httpx
 
+from runtime import cpu_placement
 from runtime.catalog import (
     SERVICES,
     HealthProbe,
@@ -81,6 +83,7 @@ class StackConfig:
     startup_timeout_s: float = 60.0
     stop_timeout_s: float = 35.0  # past the services' own drain deadlines (30 s by default)
     migrate: bool = True
+    cpu_placement: str = "float"  # runtime/cpu_placement.py, applied once every service is healthy
     services: tuple[ServiceSpec, ...] = SERVICES  # the catalog (tests substitute their own)
 
 
@@ -116,6 +119,7 @@ class Stack:
         self.api_keys = cfg.api_keys or ""
         self.metrics = MetricsPorts(cfg.options)
         self._stopped = False
+        self.placement: dict = {"placement": "float"}
 
     @property
     def log_dir(self) -> Path:
@@ -144,6 +148,21 @@ class Stack:
         if self.metrics.by_instance:
             self.say(f"Prometheus targets (/metrics) in {self.metrics.write(self.state_dir)}: {self.metrics.summary()}")
         await self._wait_healthy(interrupted)
+        if self.cfg.cpu_placement != "float":
+            self._place()
+
+    def _place(self) -> None:
+        """Every process of the stack (PostgreSQL is daemonized, so its own tree) placed around vLLM's
+        CPU workers; the services start no process after they are healthy, so once is enough."""
+        roots = (os.getpid(),) + ((self.postgres.pid,) if self.postgres is not None and self.postgres.pid else ())
+        try:
+            self.placement = cpu_placement.place(self.cfg.cpu_placement, roots)
+        except RuntimeError as exc:
+            raise StartupFailed(f"--cpu-placement {self.cfg.cpu_placement}: {exc}") from None
+        p = self.placement
+        self.say(f"CPU placement {p['placement']}: vLLM's worker on cores {p['worker_cpus']}, its engine core on "
+                 f"{p['engine_core_cpus']}, every other process on {p['other_cpus']}")
+        self._write_manifest()
 
     def _start_nats(self) -> None:
         if self.nats_url:
@@ -221,6 +240,7 @@ class Stack:
             "metrics": {name: f"http://{target}/metrics" for name, target in self.metrics.by_instance.items()},
             "nats_pid": self.nats.pid if self.nats else None,
             "postgres_pid": self.postgres.pid if self.postgres else None,
+            "cpu_placement": self.placement,
         }
         write_private(self.state_dir / MANIFEST_NAME, json.dumps(manifest, indent=2))
 

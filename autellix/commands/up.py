@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from runtime.catalog import StackOptions
+from runtime.cpu_placement import PLACEMENTS
 from runtime.postgres import check_data_dir
 from runtime.supervisor import DEFAULT_STATE_DIR, StackConfig, run_stack
 from shared.engine.registry import all_backends
@@ -50,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--services", default="",
                    help="comma list of services to run (default: every installed one)")
     p.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
+    p.add_argument("--cpu-placement", default="float", choices=PLACEMENTS,
+                   help="backend vllm on a CPU host: engine-alone puts vLLM's engine core beside its CPU worker and "
+                        "every other process of the stack off their cores (worker-alone: only the worker there); "
+                        "float (default) leaves placement to the kernel")
     p.add_argument("--startup-timeout", type=float, default=None,
                    help="seconds to become healthy (default 60; 300 with a real backend)")
     p.set_defaults(handler=run)
@@ -65,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         if args.engines not in (None, len(upstreams)):
             raise ValueError(f"--engines {args.engines} but {len(upstreams)} --upstream URL(s): one engine each")
         args.backend, args.engines = "upstream", len(upstreams)
+    if args.cpu_placement != "float" and args.backend != "vllm":
+        raise ValueError(f"--cpu-placement {args.cpu_placement} places a vLLM CPU engine's processes; it needs "
+                         f"--backend vllm, not {args.backend}")
     args.engines = 2 if args.engines is None else args.engines
     if args.startup_timeout is None:
         args.startup_timeout = 300.0 if args.backend in ("vllm", "upstream") else 60.0
@@ -85,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         api_keys=os.environ.get("AUTELLIX_API_KEYS") or None,
         startup_timeout_s=args.startup_timeout,
         migrate=not args.no_migrate,
+        cpu_placement=args.cpu_placement,
     )
     if cfg.database_url is None:
         check_data_dir(cfg.state_dir / "pg")  # refuse a home folder or checkout before starting anything

@@ -29,9 +29,9 @@ from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate_records
-from loadgen.live import cpu_placement
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.live.stack_process import StackProcess
+from runtime import cpu_placement
 
 PRESET = "tiny-cpu"  # the simulator's preset; --fit replaces its four fitted terms
 

@@ -29,11 +29,11 @@ from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
 from loadgen.calibrate.summary import program_summary
-from loadgen.live import cpu_placement
 from loadgen.live.regime import RegimeSampler
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
 from loadgen.workloads.registry import WORKLOADS
+from runtime import cpu_placement
 from shared.core.policy import parse_policy
 from shared.engine.cost_model import CostModel, get_preset
 

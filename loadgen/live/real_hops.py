@@ -38,10 +38,10 @@ from pathlib import Path
 import httpx
 import psutil
 
-from loadgen.live.cpu_placement import pin_tree, tree, worker_cpus
 from loadgen.live.real_overhead import _round, _summary, start_servers
 from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop
 from loadgen.results_json import write_json
+from runtime.cpu_placement import pin_tree, tree, worker_cpus
 from shared.stats import percentile
 
 MARKS = REPO_ROOT / "loadgen" / "live" / "hop_marks"

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
-from loadgen.live import cpu_placement
+from runtime import cpu_placement
 from tests.vllm.needs_vllm import require_vllm
 
 

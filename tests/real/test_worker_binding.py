@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from loadgen.live import cpu_placement
+from runtime import cpu_placement
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="placement needs at least 2 cores")

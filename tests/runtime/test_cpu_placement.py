@@ -1,4 +1,4 @@
-"""CPU placements of a stack (loadgen/live/cpu_placement.py): vLLM's CPU worker keeps its binding;
+"""CPU placements of a stack (runtime/cpu_placement.py): vLLM's CPU worker keeps its binding;
 the rest of the stack and the load driver go off its cores, with vLLM's engine core beside the
 worker under `engine-alone`. Real processes: a tree of sleepers named as vLLM names its own."""
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from loadgen.live import cpu_placement
+from runtime import cpu_placement
 
 pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="placement needs at least 2 cores")
 pytest.importorskip("setproctitle", reason="vLLM's process titles come from setproctitle, installed with vLLM")
@@ -101,3 +101,13 @@ def test_a_worker_on_every_core_leaves_none_for_the_rest(stack_tree):
     os.sched_setaffinity(worker.pid, cpu_placement.every_cpu())
     with pytest.raises(RuntimeError, match="bound to every core"):
         cpu_placement.place("worker-alone", (stack_tree.pid,))
+
+
+@pytest.mark.parametrize("backend", ["lite", "upstream"])
+def test_up_refuses_a_placement_without_a_vllm_engine(backend, capsys, tmp_path):
+    from autellix.cli import main
+
+    code = main(["up", "--backend", backend, "--cpu-placement", "engine-alone", "--state-dir", str(tmp_path)])
+    assert code == 2
+    assert f"--cpu-placement engine-alone places a vLLM CPU engine's processes; it needs --backend vllm, not " \
+           f"{backend}" in capsys.readouterr().err
