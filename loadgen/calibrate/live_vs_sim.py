@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from loadgen.calibrate.fit_cpu import predict, read_steps
@@ -33,6 +34,7 @@ from loadgen.live.regime import RegimeSampler
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
 from loadgen.workloads.registry import WORKLOADS
+from loadgen.workloads.spec import ProgramSpec
 from runtime import cpu_placement
 from shared.core.policy import parse_policy
 from shared.engine.cost_model import CostModel, get_preset
@@ -41,7 +43,8 @@ LIVE_POLICIES = ("fcfs", "mlfq", "plas", "atlas")  # SRPT needs an oracle: simul
 
 
 async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float,
-                   step_log: Path | None = None, placement: str = "float", warmup=()) -> dict:
+                   step_log: Path | None = None, placement: str = "float",
+                   warmup: Sequence[ProgramSpec] = ()) -> dict:
     """One live run. `warmup`: programs driven to completion through the same stack before the clock
     starts (a fresh stack's first calls take its cold paths: seconds, not the engine's work); the
     step log then restarts, so it holds the measured run's steps only."""
@@ -179,7 +182,8 @@ async def run(args) -> dict:
         "workload": args.workload, "token_scale": args.token_scale, "num_programs": args.programs,
         "rate": args.rate, "seed": args.seed,
         "max_num_seqs": args.max_num_seqs, "preset": args.preset, "engine_shape": vars(shape),
-        "drain_timeout_s": args.drain_timeout, "placement": args.placement, "warmup_programs": args.warmup_programs, "program_output_tokens": [p.output_tokens for p in programs],
+        "drain_timeout_s": args.drain_timeout, "placement": args.placement, "warmup_programs": args.warmup_programs,
+        "program_output_tokens": [p.output_tokens for p in programs],
         "live": live, "sim": sim, "comparison": compare(live, sim),
         "sim_other_presets": {k: {"sim": v, "comparison": compare(live, v)} for k, v in presets.items()} or None,
         "note": args.note or None,
