@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,17 @@ def _cores_by_name(roots: tuple[int, ...]) -> dict[str, set[frozenset[int]]]:
     return out
 
 
+def _placed_manifest(path: Path, timeout_s: float = 60.0) -> dict:
+    """up.json once the supervisor has placed the stack: it does so after its own health checks,
+    which can end after the API already answers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        manifest = json.loads(path.read_text())
+        if manifest["cpu_placement"]["placement"] != "float" or time.monotonic() > deadline:
+            return manifest
+        time.sleep(0.2)
+
+
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="placement needs at least 2 cores")
 def test_up_places_the_engine_beside_its_worker_and_the_rest_off_them():
     require_vllm()
@@ -35,7 +47,7 @@ def test_up_places_the_engine_beside_its_worker_and_the_rest_off_them():
     mesh = _start_mesh(state, env, "--backend", "vllm", "--model", "tiny", "--engines", "1",
                        "--cpu-placement", "engine-alone")
     try:
-        manifest = json.loads((state / "up.json").read_text())
+        manifest = _placed_manifest(state / "up.json")
         placed = manifest["cpu_placement"]
         worker, rest = frozenset(placed["worker_cpus"]), frozenset(placed["other_cpus"])
         assert placed["placement"] == "engine-alone" and placed["engine_core_cpus"] == placed["worker_cpus"]
