@@ -32,6 +32,16 @@ class UpStack:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def diagnose(self, lines: int = 15) -> str:
+        """Whether the supervisor still runs, and the last lines of every process's log: what a
+        failure against this shared stack needs to be read (the folder goes at teardown)."""
+        code = self.proc.poll()
+        out = [f"supervisor: {'running' if code is None else f'exited with code {code}'}"]
+        for log in sorted((self.state_dir / "logs").glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {log.name}\n" + "\n".join(tail))
+        return "\n".join(out)
+
 
 @pytest.fixture(scope="session")
 def up_stack() -> UpStack:

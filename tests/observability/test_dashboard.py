@@ -44,7 +44,10 @@ def _value(samples: dict[str, list], name: str, **labels: str) -> float:
 
 @pytest.fixture(scope="module")
 def scraped(up_stack) -> dict[str, dict[str, list]]:
-    asyncio.run(drive(up_stack.base_url, up_stack.api_key))
+    try:
+        asyncio.run(drive(up_stack.base_url, up_stack.api_key))
+    except Exception as exc:
+        raise AssertionError(f"driving the shared stack failed: {exc!r}\n{up_stack.diagnose()}") from exc
     deadline = time.monotonic() + 10
     while True:  # the table closes the session and the engines' state tick follow the calls
         result = asyncio.run(_scrape_all(up_stack.targets))
