@@ -29,8 +29,11 @@ from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate_records
+from loadgen.live.process_cpu import cpu_s_by_name
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.live.stack_process import StackProcess
+from loadgen.workloads.registry import WORKLOADS
+from loadgen.workloads.spec import ProgramSpec
 from runtime import cpu_placement
 
 PRESET = "tiny-cpu"  # the simulator's preset; --fit replaces its four fitted terms
@@ -38,16 +41,7 @@ PRESET = "tiny-cpu"  # the simulator's preset; --fit replaces its four fitted te
 
 def process_cpu_s(stack: StackProcess) -> dict[str, float]:
     """CPU seconds (user + system) so far per process name, over the stack and this driver."""
-    out: dict[str, float] = {}
-    for root in (*stack.process_roots(), os.getpid()):
-        for proc in cpu_placement.tree(root):
-            try:
-                t = proc.cpu_times()
-                name = next((a for a in proc.cmdline() if a.startswith("services.")), proc.name())
-            except Exception:  # noqa: BLE001 (a process that ended meanwhile counts nothing)
-                continue
-            out[name] = out.get(name, 0.0) + t.user + t.system
-    return out
+    return cpu_s_by_name((*stack.process_roots(), os.getpid()))
 
 
 async def _streamed(client, i: int, output_tokens: int) -> tuple[int, float, float, float]:
@@ -95,10 +89,13 @@ def burst(stack: StackProcess, log: Path, calls: int, output_tokens: int) -> dic
             "engine_step_s": round(sum(s["duration_s"] for s in window), 3)}
 
 
-def programs_run(stack: StackProcess, workload: str, rate: float, fit: str | None) -> dict:
+def live_vs_sim_programs(workload: str, rate: float) -> list[ProgramSpec]:
+    """live_vs_sim's programs: 16 of the workload at `rate`, seed 0, tokens / 4."""
     config = LiveRunConfig(url="", api_key="", workload=workload, rates=[rate], num_programs=16, seed=0, model="tiny")
-    programs = shrink(programs_for(config, rate), 4)
+    return shrink(programs_for(config, rate), 4)
 
+
+def programs_run(stack: StackProcess, programs: list[ProgramSpec], fit: str | None) -> dict:
     async def go():
         driver = RealEngineDriver(stack.url, stack.api_key)
         try:
@@ -130,12 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.calls < 1 or args.output_tokens < 1:
         p.error("--calls and --output-tokens must be >= 1")
+    programs = None
+    if args.mode == "programs":  # checked before a stack starts
+        if args.workload not in WORKLOADS:
+            p.error(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
+        if not args.rate > 0:
+            p.error(f"--rate must be > 0 programs/s, got {args.rate:g}")
+        if args.fit and not Path(args.fit).is_file():
+            p.error(f"--fit {args.fit}: no such file")
+        programs = live_vs_sim_programs(args.workload, args.rate)
     log = Path(tempfile.mkdtemp(prefix="autellix-timeline-")) / "steps.jsonl"
     stack = start_real_stack("fcfs", args.port, "--max-num-seqs 2", extra_env={"ENGINE_STEP_LOG": str(log)})
     try:
         placed = cpu_placement.place(args.placement, stack.process_roots(), also=(os.getpid(),))
         out = burst(stack, log, args.calls, args.output_tokens) if args.mode == "burst" else \
-            programs_run(stack, args.workload, args.rate, args.fit)
+            programs_run(stack, programs, args.fit)
     finally:
         stack.stop()
     given = sys.argv[1:] if argv is None else argv

@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from loadgen.live.process_cpu import cpu_s_by_name, process_name
 from loadgen.live.real_overhead import _round, _summary, start_servers
 from loadgen.live.real_servers import API_KEY, REPO_ROOT, stop
 from loadgen.results_json import write_json
@@ -47,16 +48,12 @@ from shared.stats import percentile
 MARKS = REPO_ROOT / "loadgen" / "live" / "hop_marks"
 
 
-def _name(proc: psutil.Process) -> str:
-    return next((a for a in proc.cmdline() if a.startswith(("services.", "vllm.entrypoints"))), proc.name())
-
-
 def _schedstat(root_pid: int) -> dict[str, list[int]]:
     """Per process name: [CPU ns, run-queue wait ns, time slices], over all its threads."""
     out: dict[str, list[int]] = {}
     for proc in tree(root_pid):
         try:
-            name = _name(proc)
+            name = process_name(proc)
             for tid in os.listdir(f"/proc/{proc.pid}/task"):
                 with open(f"/proc/{proc.pid}/task/{tid}/schedstat") as f:
                     values = [int(v) for v in f.read().split()]
@@ -200,17 +197,6 @@ async def _reader(http: httpx.AsyncClient, url: str, every_s: float) -> None:
         await asyncio.sleep(every_s)
 
 
-def _cpu_s(root_pid: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for proc in tree(root_pid):
-        try:
-            t = proc.cpu_times()
-            out[_name(proc)] = out.get(_name(proc), 0.0) + t.user + t.system
-        except psutil.Error:
-            continue
-    return out
-
-
 async def scrape(urls: dict, pids: dict, rounds: int, concurrency: int, max_tokens: int, blocks: int) -> dict:
     arms = {"no_reads": None, "reads_every_2s": 2.0, "reads_every_0.5s": 0.5}
     rng = random.Random(4)
@@ -222,13 +208,13 @@ async def scrape(urls: dict, pids: dict, rounds: int, concurrency: int, max_toke
             for b in range(blocks):
                 for arm in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
                     reader = arms[arm] and asyncio.create_task(_reader(http, urls["direct"], arms[arm]))
-                    before, t0 = _cpu_s(pids["direct"]), time.perf_counter()
+                    before, t0 = cpu_s_by_name((pids["direct"],)), time.perf_counter()
                     for _ in range(rounds):
                         for e2e, ttft in await _round(http, urls["direct"], concurrency, max_tokens, rng):
                             res[arm]["e2e"].append(e2e)
                             res[arm]["ttft"].append(ttft)
                     res[arm]["wall_s"] += time.perf_counter() - t0
-                    res[arm]["cpu_s"] += _cpu_s(pids["direct"]).get("vllm.entrypoints.openai.api_server", 0.0) - \
+                    res[arm]["cpu_s"] += cpu_s_by_name((pids["direct"],)).get("vllm.entrypoints.openai.api_server", 0.0) - \
                         before.get("vllm.entrypoints.openai.api_server", 0.0)
                     if reader:
                         reader.cancel()
@@ -251,9 +237,9 @@ async def _idle_cpu(urls: dict, pids: dict, arms: dict, blocks: int, seconds: fl
             for b in range(blocks):
                 for arm in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
                     reader = arms[arm] and asyncio.create_task(_reader(http, urls["direct"], arms[arm]))
-                    before = _cpu_s(pids["direct"]).get(name, 0.0)
+                    before = cpu_s_by_name((pids["direct"],)).get(name, 0.0)
                     await asyncio.sleep(seconds)
-                    used[arm] += _cpu_s(pids["direct"]).get(name, 0.0) - before
+                    used[arm] += cpu_s_by_name((pids["direct"],)).get(name, 0.0) - before
                     if reader:
                         reader.cancel()
     finally:

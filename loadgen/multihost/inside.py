@@ -130,7 +130,10 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
         "lost_calls": [{"call_id": c, "routed_to": routed.get(c, [])}
                        for c in tally.completed_call_ids if c not in completed_on][:50],
         "audit_stream": {"db_calls_without_routed_event": sum(1 for c in completed_on if c not in routed),
-                         "routed_calls": len(routed)},
+                         "routed_calls": len(routed),
+                         # each such call and the engines whose rows hold it, to find it in the logs
+                         "calls_without_routed_event": {c: completed_on[c] for c in sorted(completed_on)
+                                                        if c not in routed}},
         "recovery": asdict(rec),
         # per node, the longest time the audit stream took no write through it, across the cut
         "audit_stream_outage_s": {node: longest_outage([(t["t"], t["ok"]) for t in node_ticks], cut_at)
