@@ -29,6 +29,9 @@ from shared.protocol import subjects
 from shared.protocol.nats_roles import ADMIN
 
 LOST_ENGINE_HOST = "engine-a"
+# how long the audit waits for a placement still being resent into the stream (the publishers
+# resend for 60 s; the stream is writable again 4-7 s after its leader's link is cut)
+PLACEMENTS_SETTLE_S = 20.0
 
 
 @dataclass
@@ -86,8 +89,8 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
         mesh.check_alive(allowed_dead=set() if restart_at else {killed})
         audit_t0 = time.monotonic()
         ledger = await audit(mesh.database_url, tally.completed_call_ids, tally.sessions)
-        routed = await observe.routed_engines(bus)
         completed_on = await observe.completing_engines(mesh.database_url, sorted(tally.sessions))
+        routed, routed_read = await observe.placements_settled(bus, set(completed_on), PLACEMENTS_SETTLE_S)
         streams_after_faults = {s: await observe.stream_state(bus, s) for s in (subjects.AUDIT_STREAM,
                                                                                  subjects.COMPLETIONS_STREAM)}
         audit_s = time.monotonic() - audit_t0
@@ -130,7 +133,7 @@ async def _drive(mesh: MultiHostMesh, plan: Plan, startup_s: float) -> dict:
         "lost_calls": [{"call_id": c, "routed_to": routed.get(c, [])}
                        for c in tally.completed_call_ids if c not in completed_on][:50],
         "audit_stream": {"db_calls_without_routed_event": sum(1 for c in completed_on if c not in routed),
-                         "routed_calls": len(routed),
+                         "routed_calls": len(routed), "routed_read": routed_read,
                          # each such call and the engines whose rows hold it, to find it in the logs
                          "calls_without_routed_event": {c: completed_on[c] for c in sorted(completed_on)
                                                         if c not in routed}},

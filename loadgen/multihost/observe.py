@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -22,13 +23,19 @@ from shared.bus.admission import Refusal
 from shared.protocol import messages as m
 from shared.protocol import subjects
 
+ROUTED_READ_DEADLINE_S = 60.0  # reading every stored placement back; a busy cluster takes seconds
 
-async def routed_engines(bus: Bus) -> dict[str, list[str]]:
-    """call id -> the engines it was placed on, in order (a re-dispatch adds one)."""
+
+async def routed_engines(bus: Bus) -> tuple[dict[str, list[str]], dict]:
+    """call id -> the engines it was placed on, in order (a re-dispatch adds one), read until every
+    placement the stream held when the read began is in (not until a quiet pause, which a busy
+    server can make early); and {stored, read, complete} to tell a short read from a missing event."""
+    filter_subject = f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}"
+    info = await bus.js.stream_info(subjects.AUDIT_STREAM, subjects_filter=filter_subject)
+    stored = sum((info.state.subjects or {}).values())
     name = f"multihost_routed_{uuid.uuid4().hex[:10]}"  # a reader of its own, gone once idle
     config = api.ConsumerConfig(name=name, ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
-                                filter_subject=f"{subjects.PREFIX}.events.*.{m.CallRouted.TYPE}",
-                                inactive_threshold=60.0)
+                                filter_subject=filter_subject, inactive_threshold=60.0)
 
     def arrive(raw):
         admitted = bus.admit(raw.subject, "", raw.data, (m.CallRouted,))
@@ -38,20 +45,41 @@ async def routed_engines(bus: Bus) -> dict[str, list[str]]:
     consumer = pull.PullConsumer(bus, subjects.AUDIT_STREAM, config, batch_size=1000, arrive=arrive)
     await consumer.start()
     out: dict[str, list[str]] = {}
-    timeout_s = 3.0  # the first batch may wait on a busy server; after it, a quiet second means the end
+    read = 0
+    deadline = asyncio.get_running_loop().time() + ROUTED_READ_DEADLINE_S
     try:
-        while True:
+        while read + consumer.num_dropped < stored:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
             try:
-                batch = await asyncio.wait_for(consumer.take(), timeout_s)
-                timeout_s = 1.0
-            except TimeoutError:  # nothing more
-                return out
+                batch = await asyncio.wait_for(consumer.take(), left)
+            except TimeoutError:
+                break
             for incoming in batch:
                 out.setdefault(incoming.body.call_id, []).append(incoming.body.engine_id)
+            read += len(batch)
     finally:
         await consumer.stop()
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await bus.js.delete_consumer(subjects.AUDIT_STREAM, name)
+    return out, {"stored": stored, "read": read, "refused": consumer.num_dropped,
+                 "complete": read + consumer.num_dropped >= stored}
+
+
+async def placements_settled(bus: Bus, call_ids: set[str], settle_s: float) -> tuple[dict[str, list[str]], dict]:
+    """`routed_engines`, read again each second while a call of `call_ids` has no placement yet,
+    for at most `settle_s`. A placement published into a cut link reaches the stream when its
+    publisher's resend finds a leader (`shared/bus/resend.py`: every 2 s, for up to 60 s), which can
+    be after the load ends; one missing past `settle_s` is reported missing."""
+    t0 = time.monotonic()
+    routed, read = await routed_engines(bus)
+    first_missing = sum(1 for c in call_ids if c not in routed)
+    while any(c not in routed for c in call_ids) and time.monotonic() - t0 < settle_s:
+        await asyncio.sleep(1.0)
+        routed, read = await routed_engines(bus)
+    return routed, {**read, "missing_at_first_read": first_missing,
+                    "read_for_s": round(time.monotonic() - t0, 1)}
 
 
 async def completing_engines(database_url: str, session_ids: list[str]) -> dict[str, str]:

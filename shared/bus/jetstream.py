@@ -112,9 +112,15 @@ async def _ensure(js: JetStreamContext, config: api.StreamConfig, may_update: bo
         try:
             return await js.add_stream(config)
         except nats.js.errors.BadRequestError:  # exists with another configuration (e.g. other limits)
-            if not may_update:
-                return await js.stream_info(config.name)
-            return await js.update_stream(config)
+            try:
+                if not may_update:
+                    return await js.stream_info(config.name)
+                return await js.update_stream(config)
+            except nats.js.errors.NotFoundError as exc:
+                # in a cluster another service's create of the same stream can hold the name before
+                # the stream is placed on its peers: wait for it as for any stream not ready yet
+                raise nats.js.errors.ServiceUnavailableError(
+                    code=503, description=f"stream {config.name} is still being created elsewhere") from exc
     return await retry_while_unavailable(ensure, what=f"stream {config.name}", log=_log)
 
 

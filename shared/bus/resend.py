@@ -99,6 +99,9 @@ class ResendingPublisher:
             self._pending.pop(msg_id)
             self.stored += 1
             WAITING.set(len(self._pending))
+            if entry.sends > 1:  # what a fault cost the audit trail: how late, after how many sends
+                self.log.info("audit_event_stored_late", subject=entry.subject, sends=entry.sends,
+                              late_s=round(time.monotonic() - entry.first_sent, 2))
 
     def _drop(self, entry: _Pending, kind: str, why: str) -> None:
         if entry.future is not None and not entry.future.done():

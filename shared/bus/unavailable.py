@@ -22,9 +22,10 @@ T = TypeVar("T")
 
 
 async def retry_while_unavailable(attempt: Callable[[], Awaitable[T]], *, what: str, log,
-                                  wait_s: float = JETSTREAM_WAIT_S) -> T:
-    """`await attempt()`, again every RETRY_EVERY_S while JetStream cannot answer, for `wait_s`."""
-    deadline = time.monotonic() + wait_s
+                                  wait_s: float | None = None) -> T:
+    """`await attempt()`, again every RETRY_EVERY_S while JetStream cannot answer, for `wait_s`
+    (default JETSTREAM_WAIT_S)."""
+    deadline = time.monotonic() + (JETSTREAM_WAIT_S if wait_s is None else wait_s)
     while True:
         try:
             return await attempt()

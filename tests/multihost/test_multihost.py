@@ -55,7 +55,9 @@ def test_the_audit_stream_stays_writable_and_intact(result):
     survivors = {node: s for node, s in result["audit_stream_outage_s"].items() if node != cut}
     assert len(survivors) == 2
     assert all(outage < AUDIT_WRITABLE_WITHIN_S for outage in survivors.values()), survivors
-    assert result["audit_stream"]["db_calls_without_routed_event"] == 0
+    assert result["audit_stream"]["routed_read"]["complete"], result["audit_stream"]["routed_read"]
+    assert result["audit_stream"]["db_calls_without_routed_event"] == 0, \
+        result["audit_stream"]["calls_without_routed_event"]
     caught_up = result["streams"]["after_restore"]
     assert all(p["current"] for s in ("AUTELLIX_AUDIT", "AUTELLIX_COMPLETIONS") for p in caught_up[s]["peers"])
 
