@@ -53,8 +53,8 @@ class _Pending:
 
 
 class ResendingPublisher:
-    """One per bus. `publish` returns once the event is on the wire; `stored`, `resent` and
-    `dropped` count what became of the events."""
+    """One per bus. `publish` returns once the event is on the wire; `stored` (`stored_late`: after
+    a resend), `resent` and `dropped` count what became of the events."""
 
     def __init__(self, js: JetStreamContext, *, ack_wait_s: float = ACK_WAIT_S, give_up_s: float = GIVE_UP_S,
                  max_pending: int = MAX_PENDING) -> None:
@@ -67,6 +67,10 @@ class ResendingPublisher:
         self.stored = 0
         self.resent = 0
         self.dropped = 0
+        self.stored_late = 0  # of `stored`, those stored only after a resend
+        self._late = 0  # stored after a resend, since the last report
+        self._latest_s = 0.0
+        self._most_sends = 0
 
     @property
     def num_pending(self) -> int:
@@ -99,9 +103,11 @@ class ResendingPublisher:
             self._pending.pop(msg_id)
             self.stored += 1
             WAITING.set(len(self._pending))
-            if entry.sends > 1:  # what a fault cost the audit trail: how late, after how many sends
-                self.log.info("audit_event_stored_late", subject=entry.subject, sends=entry.sends,
-                              late_s=round(time.monotonic() - entry.first_sent, 2))
+            if entry.sends > 1:  # what a fault cost the audit trail, reported by the sweeper
+                self.stored_late += 1
+                self._late += 1
+                self._latest_s = max(self._latest_s, time.monotonic() - entry.first_sent)
+                self._most_sends = max(self._most_sends, entry.sends)
 
     def _drop(self, entry: _Pending, kind: str, why: str) -> None:
         if entry.future is not None and not entry.future.done():
@@ -134,6 +140,13 @@ class ResendingPublisher:
             RESENT.inc()
             await self._send(msg_id, entry)
 
+    def _report_late(self) -> None:
+        """One line per sweep for the events a fault made late (a fault can delay thousands)."""
+        if self._late:
+            self.log.info("audit_events_stored_late", events=self._late, latest_s=round(self._latest_s, 2),
+                          most_sends=self._most_sends)
+            self._late, self._latest_s, self._most_sends = 0, 0.0, 0
+
     async def _sweep_forever(self) -> None:
         while self._pending:
             await asyncio.sleep(SWEEP_S)
@@ -141,6 +154,8 @@ class ResendingPublisher:
                 await self.sweep()
             except Exception as exc:  # never let the sweeper die with events waiting
                 self.log.warning("resend_sweep_failed", error=f"{type(exc).__name__}: {exc}")
+            self._report_late()
+        self._report_late()
 
     async def drain(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) for every waiting event to be stored, then stop sweeping."""

@@ -41,7 +41,7 @@ async def test_an_event_sent_before_its_stream_answers_is_stored_once(make_bus) 
         await eventually(_settled(publisher))
         info = await bus.js.stream_info(name)
         assert info.state.messages == 1  # however many copies were sent
-        assert (publisher.stored, publisher.dropped) == (1, 0)
+        assert (publisher.stored, publisher.stored_late, publisher.dropped) == (1, 1, 0)
     finally:
         await publisher.drain(timeout_s=0.0)
         await bus.js.delete_stream(name)
