@@ -84,7 +84,10 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             "prompt_tokens": sum(r.prompt_tokens for r in records), "cached_tokens": sum(r.cached_tokens for r in records),
             "calls": sum(r.num_calls for r in records),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_placement": placed,
-            "warmup_programs": len(warmup)}
+            "warmup_programs": len(warmup),
+            # each program's own figures, so a difference between policies can be traced to programs
+            "per_program": [{"program_id": r.program_id, "response_s": round(r.response_s, 4),
+                             "output_tokens": r.output_tokens, "calls": r.num_calls} for r in records if r.ok]}
 
 
 def live_steps(step_log: Path, wall_s: float, fit_path: str | None) -> dict:

@@ -29,6 +29,8 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     live = result["live"]["fcfs"]
     assert live["completed_programs"] == 1 and not live["errors"]
     assert live["warmup_programs"] == 1 and result["warmup_programs"] == 1
+    [program] = live["per_program"]  # the measured program's own figures, none of the warm-up's
+    assert program["output_tokens"] == result["program_output_tokens"][0] and program["calls"] >= 1
     placed = live["cpu_placement"]
     assert placed["placement"] == "engine-alone" and placed["engine_core_cpus"] == placed["worker_cpus"]
     assert set(placed["worker_cpus"]).isdisjoint(placed["other_cpus"])
