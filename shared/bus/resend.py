@@ -35,6 +35,7 @@ STALL_S = 0.01  # at most this long for one of the client's 4,000 slots of unack
 
 # in every process that sends such events (the router's placements, the process table's sessions)
 RESENT = Counter("autellix_audit_events_resent", "Audit events sent again: no ack within the wait, or refused")
+STORED_LATE = Counter("autellix_audit_events_stored_late", "Audit events stored only after being sent again")
 DROPPED = Counter("autellix_audit_events_dropped", "Audit events given up on (never stored), by why", ["why"])
 for _why in ("deadline", "bound", "closed"):  # exported at 0 from the start: an alert needs a first sample
     DROPPED.labels(_why)
@@ -105,6 +106,7 @@ class ResendingPublisher:
             WAITING.set(len(self._pending))
             if entry.sends > 1:  # what a fault cost the audit trail, reported by the sweeper
                 self.stored_late += 1
+                STORED_LATE.inc()
                 self._late += 1
                 self._latest_s = max(self._latest_s, time.monotonic() - entry.first_sent)
                 self._most_sends = max(self._most_sends, entry.sends)
