@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen.calibrate.fit_cpu import predict, read_steps
+from loadgen.calibrate.fit_cpu import fit, predict, read_steps
 from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
 from loadgen.calibrate.scaled import shrink
@@ -163,8 +163,12 @@ async def run(args) -> dict:
         step_log = Path(args.step_log_dir) / f"{args.workload}-{pol}-steps.jsonl" if args.step_log_dir else None
         live[pol] = await run_live(programs, pol, args.max_num_seqs, args.port, args.drain_timeout, step_log,
                                    args.placement, warmup)
+        own_cost = None
         if step_log is not None:
             live[pol]["steps"] = live_steps(step_log, live[pol]["wall_s"], args.fit)
+            # this run's own steps, so its simulation carries the engine speed the run had
+            live[pol]["steps"]["own_fit"] = own = fit(read_steps(str(step_log))["steps"])
+            own_cost = _with_terms(args.preset, own)
         print(f"   live {json.dumps(finite(live[pol]))[:400]}", file=sys.stderr, flush=True)
         sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
         for extra in args.also_presets:
@@ -176,6 +180,10 @@ async def run(args) -> dict:
             label = f"{'fit' if args.fit else args.preset}+path {args.call_path_ms:g} ms"
             presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,
                                                           args.preset, shape, cutoff_s, fit_cost)
+        if own_cost is not None and args.call_path_ms is not None:
+            label = f"own steps+path {args.call_path_ms:g} ms (in-sample)"
+            presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,
+                                                          args.preset, shape, cutoff_s, own_cost)
         if args.bracket_fit:
             presets.setdefault("thread-cpu-fit", {})[pol] = simulate(programs, pol, args.preset, shape, cutoff_s,
                                                                      thread_cpu_cost(args.bracket_fit, args.preset))
@@ -225,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also simulate with this fixed latency per call outside the engine (the mesh's path, "
                         "measured on its own, e.g. by loadgen.live.real_overhead), on --fit's terms if given")
     p.add_argument("--step-log-dir", default=None,
-                   help="log the live engine's every step (ENGINE_STEP_LOG) to DIR/<workload>-<policy>-steps.jsonl "
-                        "and compare their time with --fit's prediction for the same steps")
+                   help="log the live engine's every step (ENGINE_STEP_LOG) to DIR/<workload>-<policy>-steps.jsonl, "
+                        "compare their time with --fit's prediction for the same steps, and (with --call-path-ms) "
+                        "simulate each policy on a fit of its own run's steps (in-sample: the run's engine speed)")
     p.add_argument("--placement", choices=cpu_placement.PLACEMENTS, default="float",
                    help="float: the kernel places every process; worker-alone: every process but vLLM's CPU worker "
                         "(the mesh, NATS, PostgreSQL, vLLM's front end and engine core, this driver) kept off the "

@@ -1,7 +1,7 @@
 """`python -m loadgen.calibrate.live_vs_sim` at a tiny size, end to end on a real engine: the warm-up
 programs run before the clock (the step log then holds the measured run only), the placement is
-applied and recorded, and the driver's own process is left unpinned for the next stack. No timing
-is asserted."""
+applied and recorded, the run is simulated again on a fit of its own steps, and the driver's own
+process is left unpinned for the next stack. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     out = tmp_path / "result.json"
     code = live_vs_sim_main(["--workload", "chatbot", "--programs", "1", "--rate", "1", "--token-scale", "16",
                              "--max-num-seqs", "2", "--policies", "fcfs", "--warmup-programs", "1",
-                             "--placement", "engine-alone", "--step-log-dir", str(steps), "--json", str(out)])
+                             "--placement", "engine-alone", "--step-log-dir", str(steps), "--call-path-ms", "32",
+                             "--json", str(out)])
     assert code == 0
     result = json.loads(out.read_text())
     live = result["live"]["fcfs"]
@@ -38,4 +39,8 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     logged = live["steps"]["num_steps"]
     assert 1 <= logged <= result["program_output_tokens"][0] + 8, logged
     assert result["sim"]["fcfs"]["completed_programs"] == 1
+    # the run simulated again on a fit of its own steps (the engine speed it had)
+    assert set(live["steps"]["own_fit"]) == {"overhead_s", "s_per_token", "s_per_ctx_token", "s_per_pair"}
+    in_sample = result["sim_other_presets"]["own steps+path 32 ms (in-sample)"]
+    assert in_sample["sim"]["fcfs"]["completed_programs"] == 1
     assert os.sched_getaffinity(0) == cpu_placement.every_cpu()
