@@ -12,7 +12,7 @@ import pytest
 
 from loadgen.calibrate.exact_prompts import segment_text
 from loadgen.calibrate.fit_cpu import TERMS, fit, predict
-from loadgen.calibrate.live_vs_sim import compare, wall_fit_cost
+from loadgen.calibrate.live_vs_sim import compare, engine_speeds, wall_fit_cost
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
@@ -145,6 +145,18 @@ def test_comparison_ratio_and_order():
     assert c["sim_over_live"]["fcfs"]["mean_norm_latency_s"] == pytest.approx(1.1)
     assert c["within_15pct"] == {"fcfs": True, "atlas": False}
     assert c["order_live"] == ["atlas", "fcfs"] and not c["same_order"]
+    assert c["engine_speed"] == {"steps_over_fit": {"fcfs": None, "atlas": None}, "ratio": None, "differs": None}
+
+
+def test_live_engine_speeds_that_differ_between_the_policies_are_flagged():
+    def live(fcfs_speed, atlas_speed):
+        return {"fcfs": {"steps": {"live_over_fit": fcfs_speed}}, "atlas": {"steps": {"live_over_fit": atlas_speed}}}
+    even = engine_speeds(live(1.28, 1.33))
+    assert even["ratio"] == pytest.approx(1.33 / 1.28) and even["differs"] is False
+    uneven = engine_speeds(live(1.67, 1.30))
+    assert uneven["ratio"] == pytest.approx(1.67 / 1.30) and uneven["differs"] is True
+    assert engine_speeds(live(float("nan"), 1.3))["differs"] is None
+    assert engine_speeds({"fcfs": {"steps": {"live_over_fit": 1.2}}})["differs"] is None  # one policy: nothing to compare
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
