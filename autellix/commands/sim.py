@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default="mixed", help=f"one of: {', '.join(sorted(WORKLOADS))}")
     p.add_argument("--policies", default=None,
                    help="comma list; fcfs-v0 is the paper's vLLM 0.6.1 baseline (v0, no prefix cache); "
+                        "serpt+hints[:SIGMA]: SERPT with clients hinting remaining calls (log-normal error); "
                         f"default {','.join(DEFAULT_POLICIES)} (KV mode: fcfs)")
     p.add_argument("--engines", type=int, default=1)
     rates = p.add_mutually_exclusive_group()
@@ -165,13 +166,14 @@ def print_summary(result: dict) -> None:
     if u:
         print(f"unloaded: {u['mean_norm_latency_s'] * 1e3:.2f} ms/token, {u['mean_response_s']:.1f} s/program")
     labels = [s["label"] for s in result["slos"]]
-    print(f"{'policy':10s} " + " ".join(f"{'max@' + lb:>12s}" for lb in labels) + "  regime at crossing")
+    width = max(10, *(len(n) for n in result["policies"]))
+    print(f"{'policy':{width}s} " + " ".join(f"{'max@' + lb:>12s}" for lb in labels) + "  regime at crossing")
     for name, pol in result["policies"].items():
         rates = " ".join(f"{pol['max_rate_at_slos'][lb]['max_rate']:12.4g}" for lb in labels)
         r = pol["regime_at_crossing"]
         reg = (f"run {r['mean_running_calls']:.1f} wait {r['mean_waiting_calls']:.1f} kv {r['mean_kv_use']:.2f} "
                f"preempt {r['preemptions']} hit {r['prefix_hit_rate']:.2f}") if r else "-"
-        print(f"{name:10s} {rates}  {reg}")
+        print(f"{name:{width}s} {rates}  {reg}")
     for lb, r in result["ratios"].items():
         print(f"SLO {lb}: best {r['best_program_aware']} over fcfs-v0 {_fmt_ratio(r['over_fcfs_v0'])}, "
               f"over mlfq {_fmt_ratio(r['over_mlfq'])}, over fcfs {_fmt_ratio(r['over_fcfs'])}, "

@@ -87,7 +87,8 @@ class Experiment:
         engines = build_engines(options, policy, directory, cfg.num_engines)
         sim_cfg = SimConfig(policy, cfg.router, cfg.locality_threshold_tokens, cap_s,
                             self._oracle if "oracle_remaining_s" in policy.inputs else None, max_in_system,
-                            starvation=options.controller_starvation())
+                            starvation=options.controller_starvation(), hint_sigma=variant.hint_sigma,
+                            seed=cfg.seed)
         return Simulation(programs, arrivals, engines, directory, sim_cfg).run()
 
     def measure_unloaded(self) -> dict:

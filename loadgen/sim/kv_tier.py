@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from loadgen.sim.engines import EngineOptions
 from loadgen.sim.experiment import Experiment, ExperimentConfig
-from loadgen.sim.variants import VARIANTS, parse_variants
+from loadgen.sim.variants import parse_variants
 
 TIERS = ("none", "offload", "swap")  # no tier; vLLM's OffloadingConnector; swap of preempted KV only
 
@@ -77,7 +77,7 @@ def run_tiers(base: ExperimentConfig, policies: tuple[str, ...], host_blocks: in
     fixed = out["tiers"]["none"]["policies"]["fcfs"]["max_rate"] if "fcfs" in policies else None
     if fixed:
         out["fixed_rate"] = {"rate": fixed, "what": "FCFS's max rate without the tier", "points": {
-            f"{v.name}+{t}": _point_json(exps[t].point(VARIANTS[v.name], fixed, base.num_programs))
+            f"{v.name}+{t}": _point_json(exps[t].point(v, fixed, base.num_programs))
             for t in tiers for v in variants}}
     out["ratios"] = ratios(out)
     return out

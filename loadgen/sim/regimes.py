@@ -23,7 +23,7 @@ from loadgen.sim.arrivals import BURST_FACTOR, describe, regime_arrivals
 from loadgen.sim.experiment import UNLOADED_GAP_S, Experiment
 from loadgen.sim.metrics import PointOutcome, ProgramRecord
 from loadgen.sim.stability import judge
-from loadgen.sim.variants import VARIANTS
+from loadgen.sim.variants import VARIANTS, variant_named
 from shared.stats import percentile
 
 FRACTIONS = (0.8, 0.9, 0.95)
@@ -126,7 +126,7 @@ def latency_at_fractions(exp: Experiment, names: list[str], capacity: float, n: 
         for name in names:
             t0 = time.perf_counter()
             # a backlog of half the run means unstable: stop there, as the sweep does
-            out = exp.outcome(VARIANTS[name], programs, arrivals, max_in_system=max(n // 2, 50))
+            out = exp.outcome(variant_named(name), programs, arrivals, max_in_system=max(n // 2, 50))
             per[name] = _latency_row(out, exp, time.perf_counter() - t0)
         fcfs = per.get("fcfs")
         for name, row in per.items():
@@ -164,7 +164,7 @@ def overload(exp: Experiment, names: list[str], capacity: float, n: int,
         per = {}
         for name in names:
             t0 = time.perf_counter()
-            run = exp.outcome(VARIANTS[name], programs, arrivals)  # no backlog stop: every program's time
+            run = exp.outcome(variant_named(name), programs, arrivals)  # no backlog stop: every program's time
             per[name] = {**overload_metrics(run, iso, cuts), "wall_s": round(time.perf_counter() - t0, 2)}
             exp.progress(f"{exp.config.workload} {label}: {name} goodput {per[name]['goodput_per_s']:.4g}/s "
                          f"({per[name]['wall_s']:.0f} s)")

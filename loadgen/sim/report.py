@@ -9,7 +9,7 @@ from collections.abc import Callable
 from loadgen.sim.arrivals import describe
 from loadgen.sim.experiment import Experiment, ExperimentConfig
 from loadgen.sim.regimes import no_worse, regimes_report
-from loadgen.sim.variants import VARIANTS
+from loadgen.sim.variants import VARIANTS, variant_named
 from shared.core.policies import registry
 
 
@@ -85,7 +85,7 @@ def tails_at_fcfs_capacity(exp: Experiment, policies: dict[str, dict]) -> dict |
     for name in policies:
         if name == "fcfs":
             continue
-        point = exp.point(VARIANTS[name], rate, n)
+        point = exp.point(variant_named(name), rate, n)
         out["policies"][name] = {
             "p99_norm_latency_s": point["p99_norm_latency_s"], "mean_norm_latency_s": point["mean_norm_latency_s"],
             "stable": point["stable"],

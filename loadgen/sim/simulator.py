@@ -16,6 +16,7 @@ from loadgen.sim.controller import SimController
 from loadgen.sim.events import EventKind, EventQueue
 from loadgen.sim.metrics import PointOutcome, ProgramRecord, RegimeAccumulator
 from loadgen.sim.program_run import ProgramRun
+from loadgen.sim.size_hints import SimulatedHints
 from loadgen.workloads.spec import CallSpec, ProgramSpec
 from shared.core.policy import SchedulingPolicy
 from shared.core.routing import RouterName, choose_engine
@@ -41,6 +42,10 @@ class SimConfig:
     # the controller's anti-starvation (production's planner, every decision interval); None: no
     # controller (an engine may still promote locally if its own StarvationConfig says so)
     starvation: StarvationConfig | None = None
+    # clients' remaining-calls hints (log-sigma of their error, loadgen/sim/size_hints.py) for a
+    # policy that reads expected_remaining_s; None: no client hints
+    hint_sigma: float | None = None
+    seed: int = 0  # draws the hints' errors
 
 
 def oracle_call_times(spec: ProgramSpec, oracle: CallTimeOracle) -> list[float]:
@@ -78,6 +83,8 @@ class Simulation:
         self._rr_index = 0
         # SERPT and Gittins learn program sizes per workload as programs finish, from nothing (no oracle)
         self._sizes = SizeEstimator() if "expected_remaining_s" in config.policy.inputs else None
+        self._hints = SimulatedHints(config.hint_sigma, config.seed) \
+            if self._sizes is not None and config.hint_sigma is not None else None
         self._regime = RegimeAccumulator()
         self._records: list[ProgramRecord] = []
         self._calls_per_engine = dict.fromkeys(self._engine_ids, 0)
@@ -162,9 +169,7 @@ class Simulation:
             prompt_segments=spec.prompt_segments, max_output_tokens=spec.output_tokens,
             arrival_s=now, program_arrival_s=run.arrival_s, seq=self._submit_seq,
             oracle_remaining_s=run.oracle_remaining_s,
-            expected_remaining_s=self._sizes.rank_s(run.spec.workload, ledger.service_s,
-                                                    self._config.policy.impl.size_rank)
-            if self._sizes is not None else None,
+            expected_remaining_s=self._expected_remaining_s(run, ledger.service_s),
         )
         self._submit_seq += 1
         engine_id = self._route(run, call)
@@ -177,6 +182,15 @@ class Simulation:
             self._schedule_round(now)
         self._engines[engine_id].submit(call, now)
         self._maybe_start(engine_id, now)
+
+    def _expected_remaining_s(self, run: ProgramRun, service_s: float) -> float | None:
+        """A trusted client hint, else the learned rank (None: the policy reads no size)."""
+        if self._sizes is None:
+            return None
+        hinted = self._hints.estimate_s(run) if self._hints is not None else None
+        if hinted is not None:
+            return hinted
+        return self._sizes.rank_s(run.spec.workload, service_s, self._config.policy.impl.size_rank)
 
     def _route(self, run: ProgramRun, call: EngineCall) -> str:
         if len(self._engine_ids) == 1:
@@ -244,6 +258,8 @@ class Simulation:
         ))
         if self._sizes is not None:
             self._sizes.observe(spec.workload, run.service_s)
+        if self._hints is not None:
+            self._hints.finished(run)
         # a finished program has no call left in any engine: drop its ledger (bounded memory)
         self._directory.ledgers.pop(spec.program_id, None)
         if self._controller is not None:
