@@ -21,6 +21,7 @@ from loadgen.workloads.spec import CallSpec, ProgramSpec
 from shared.core.policy import SchedulingPolicy
 from shared.core.routing import RouterName, choose_engine
 from shared.core.size_estimator import SizeEstimator
+from shared.core.size_hints import hinted_or_learned
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import CallCompletion, DictProgramDirectory, Engine, EngineCall
 
@@ -187,10 +188,9 @@ class Simulation:
         """A trusted client hint, else the learned rank (None: the policy reads no size)."""
         if self._sizes is None:
             return None
-        hinted = self._hints.estimate_s(run) if self._hints is not None else None
-        if hinted is not None:
-            return hinted
-        return self._sizes.rank_s(run.spec.workload, service_s, self._config.policy.impl.size_rank)
+        hint, scale_s = self._hints.hint_and_scale(run) if self._hints is not None else (None, None)
+        return hinted_or_learned(hint, scale_s, self._sizes.rank_s(run.spec.workload, service_s,
+                                                                   self._config.policy.impl.size_rank))
 
     def _route(self, run: ProgramRun, call: EngineCall) -> str:
         if len(self._engine_ids) == 1:

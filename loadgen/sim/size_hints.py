@@ -39,12 +39,11 @@ class SimulatedHints:
         unfinished = len(run.spec.calls) - run.num_finished
         return max(1, min(MAX_HINT_CALLS, round(unfinished * self._error(run.spec.program_id))))
 
-    def estimate_s(self, run: ProgramRun) -> float | None:
-        """The call's hint in seconds of service, once the workload's hints are trusted; None
-        before (the caller falls back to the learned rank)."""
+    def hint_and_scale(self, run: ProgramRun) -> tuple[int, float | None]:
+        """The call's hint, and its workload's service per hinted call once trusted (else None)."""
         hinted = self.hint(run)
         self._first.setdefault(run.spec.program_id, (hinted, run.service_s))
-        return self.calibrator.expected_remaining_s(run.spec.workload, hinted)
+        return hinted, self.calibrator.scale_s(run.spec.workload)
 
     def finished(self, run: ProgramRun) -> None:
         """Check the program's first hint against what it received from then on."""

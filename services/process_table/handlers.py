@@ -44,7 +44,9 @@ from services.process_table.views import (
 from shared.bus import Bus, Incoming
 from shared.core.mlfq import MlfqConfig
 from shared.core.policy import SchedulingPolicy
+from shared.core.size_hints import check_hint_calls
 from shared.logging import get_logger
+from shared.lru import LRU
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from shared.protocol.errors import ErrorCode
@@ -65,6 +67,7 @@ FAULT_EXIT_CODE = 70  # the exit status of FAULT_EXIT_AFTER_COMMITS (chaos tells
 # for about HOLD_DELIVERIES seconds: past an engine's publish retries (at most 5 s apart) and its
 # restart's outbox replay, which is how late a re-published completion comes
 HOLD_DELAY_S = 1.0
+HINTED_SESSIONS_REMEMBERED = 100_000  # sessions whose first size hint is stored (a forgotten one costs one no-op UPDATE)
 HOLD_DELIVERIES = 30
 
 
@@ -95,6 +98,7 @@ class ProcessTableService:
         self.sweeper = IdleSweeper(self, settings.session_idle_ttl_s, settings.session_expiry_interval_s)
         # SERPT and Gittins: what closed sessions teach about their type's size
         self.sizes = ProgramSizes(SchedulingPolicy(settings.scheduling_policy).impl.size_rank)
+        self._hinted: LRU[str, bool] = LRU(HINTED_SESSIONS_REMEMBERED)  # first hint kept: no write for the next
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.all_completions(),
             types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=wire.completion_from_wire,
@@ -210,6 +214,18 @@ class ProcessTableService:
     async def on_submitted(self, incoming: Incoming) -> None:
         msg: m.CallSubmitted = incoming.body
         self.in_flight.submitted(msg.program_id, msg.call_id)
+        if msg.remaining_calls is not None and msg.program_id not in self._hinted:
+            await self._record_first_hint(msg)
+
+    async def _record_first_hint(self, msg: m.CallSubmitted) -> None:
+        """Keep a session's first size hint and its S_p then, to check it at close."""
+        try:
+            hint = check_hint_calls(msg.remaining_calls)
+        except ValueError as exc:  # the API checks it: only a forged or broken publisher gets here
+            self.log.warning("size_hint_refused", program_id=msg.program_id, call_id=msg.call_id, error=str(exc))
+            return
+        self._hinted.put(msg.program_id, True)
+        await self.transact(lambda conn: sessions.record_first_hint(conn, msg.program_id, hint), "record_hint")
 
     async def _commit(self, batch: list[Delivery]) -> _Outcome:
         """Apply `batch` in one transaction. A failed write is retried with backoff until it commits
@@ -324,7 +340,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.LIMITED, str(exc))
         if view.tenant_id != (msg.tenant or "default"):
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
-        opened = wire.session_opened(view)
+        opened = wire.session_opened(view, self.sizes.hint_scale_s(view))
         if created:
             metrics.session_opened(view)
             # the session is in PostgreSQL: the reply does not wait on the audit stream (an open
@@ -374,7 +390,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.NOT_FOUND, str(exc))
         if msg.tenant and view.tenant_id != msg.tenant:
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
-        return wire.session_info(view, self.mlfq, self.sizes.expected_remaining_s(view))
+        return wire.session_info(view, self.mlfq, self.sizes.expected_remaining_s(view), self.sizes.hint_scale_s(view))
 
     # --- expiry and health ---------------------------------------------------------------------
     async def expire_idle(self) -> list[str]:

@@ -77,6 +77,8 @@ class Program(Base):
         CheckConstraint("state IN ('open', 'closed')", name="state"),
         CheckConstraint("aggregation IN ('sum', 'critical_path')", name="aggregation"),
         CheckConstraint("service_s >= 0 AND wait_s >= 0", name="nonnegative"),
+        CheckConstraint("(hint_calls IS NULL) = (hint_service_s IS NULL) "
+                        "AND (hint_calls IS NULL OR (hint_calls >= 1 AND hint_service_s >= 0))", name="hint"),
         # the idle-expiry sweep scans open programs by last activity
         Index("ix_programs_open_last_active", "last_active_at", postgresql_where=text("state = 'open'")),
         # the open-sessions cap counts a tenant's open sessions (sessionless one-call programs aside)
@@ -101,6 +103,9 @@ class Program(Base):
     created_at: Mapped[datetime] = _now_column()
     last_active_at: Mapped[datetime] = _now_column()
     closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the client's first remaining-calls hint and S_p when it came (shared/core/size_hints.py)
+    hint_calls: Mapped[int | None] = mapped_column(Integer)
+    hint_service_s: Mapped[float | None] = mapped_column(Float)
 
 
 class Thread(Base):

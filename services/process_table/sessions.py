@@ -64,6 +64,16 @@ async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
     return view, created
 
 
+async def record_first_hint(conn: AsyncConnection, program_id: str, hint_calls: int) -> bool:
+    """Keep an open session's first size hint and its S_p now; a later hint changes nothing.
+    True when this one was the first."""
+    row = await conn.execute(
+        text("""UPDATE programs SET hint_calls = :hint, hint_service_s = service_s
+                WHERE id = :id AND state = :open AND hint_calls IS NULL RETURNING id"""),
+        {"id": program_id, "hint": hint_calls, "open": ProgramState.OPEN.value})
+    return row.first() is not None
+
+
 async def close_session(conn: AsyncConnection, program_id: str,
                         reason: CloseReason = CloseReason.CLIENT) -> ProgramView:
     """Idempotent: closing a closed session returns it unchanged."""

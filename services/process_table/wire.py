@@ -44,19 +44,21 @@ def _ns(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1e9)
 
 
-def session_info(view: ProgramView, mlfq: MlfqConfig, expected_remaining_s: float | None = None) -> m.SessionInfo:
+def session_info(view: ProgramView, mlfq: MlfqConfig, expected_remaining_s: float | None = None,
+                 hint_scale_s: float | None = None) -> m.SessionInfo:
     return m.SessionInfo(
         session_id=view.program_id, tenant=view.tenant_id, name=view.name, workload_class=view.workload_class,
         state=view.state, service_s=view.service_s, wait_s=view.wait_s, level=mlfq.level_for(view.service_s),
         epoch=view.epoch, num_calls=view.num_completed_calls, num_completed_calls=view.num_completed_calls,
         thread_service_s=view.thread_service_s, primary_engine=view.primary_engine,
         opened_at_ns=_ns(view.created_at_s) or 0, closed_at_ns=_ns(view.closed_at_s),
-        expected_remaining_s=expected_remaining_s)
+        expected_remaining_s=expected_remaining_s, hint_scale_s=hint_scale_s)
 
 
-def session_opened(view: ProgramView) -> m.SessionOpened:
+def session_opened(view: ProgramView, hint_scale_s: float | None = None) -> m.SessionOpened:
     return m.SessionOpened(session_id=view.program_id, tenant=view.tenant_id, name=view.name,
-                           workload_class=view.workload_class, opened_at_ns=_ns(view.created_at_s) or 0)
+                           workload_class=view.workload_class, opened_at_ns=_ns(view.created_at_s) or 0,
+                           hint_scale_s=hint_scale_s)
 
 
 def session_closed(view: ProgramView) -> m.SessionClosed:

@@ -20,6 +20,7 @@ from services.session_api.schemas import ChatCompletionRequest, CompletionReques
 from services.session_api.session_ids import program_id_for
 from services.session_api.session_names import ends_session, session_named
 from services.session_api.settings import SessionApiSettings
+from services.session_api.size_hint import with_size_hint
 from services.session_api.tokens import (
     OutputIndex,
     content_segment_id,
@@ -50,6 +51,7 @@ class PreparedCall:
     next_tool: str | None = None  # tool hint (tool_hints.py): the tool run after this call
     next_tool_idle_s: float | None = None  # the client's pause estimate, clamped
     hint_notes: tuple[str, ...] = ()  # clamps applied to the hint, reported to the client
+    remaining_calls: int | None = None  # size hint (size_hint.py): the session's calls left, this one included
     # a real model's call: the request as vLLM will answer it, and its route (real_calls.py)
     openai_body: bytes = b""
     endpoint: str = ""
@@ -98,8 +100,8 @@ def prepare_chat(request: Request, body: ChatCompletionRequest, settings: Sessio
                  outputs: OutputIndex, tenant: str, prefix_salt: str = "") -> PreparedCall:
     ids = call_ids(request, body, settings)
     segments = segments_for_messages([(m.role, m.text()) for m in body.messages], outputs, prefix_salt)
-    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings,
-                               prefix_salt), request, body)
+    return with_size_hint(with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(),
+                                              settings, prefix_salt), request, body), request, body)
 
 
 def prepare_completion(request: Request, body: CompletionRequest, settings: SessionApiSettings,
@@ -115,8 +117,8 @@ def prepare_completion(request: Request, body: CompletionRequest, settings: Sess
     else:
         raise ApiError(400, "only one prompt per request is served (a list of several strings was given)",
                        code="unsupported_value", param="prompt")
-    return with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(), settings,
-                               prefix_salt), request, body)
+    return with_size_hint(with_hint(_prepared(request, tenant, ids, segments, body.requested_output_tokens(),
+                                              settings, prefix_salt), request, body), request, body)
 
 
 def _prepared(request: Request, tenant: str, ids: tuple[str | None, str, str | None], segments: tuple[Segment, ...],

@@ -40,6 +40,7 @@ from shared.bus.bus import Bus
 from shared.bus.errors import BusError, NoResponders, RemoteError, RequestTimeout
 from shared.bus.incoming import Incoming
 from shared.bus.lost_requests import IfLost
+from shared.core.size_hints import hinted_or_learned
 from shared.logging import get_logger
 from shared.protocol import messages as m
 from shared.protocol import subjects
@@ -58,7 +59,8 @@ def _view(info: m.SessionInfo, session_id: str) -> SessionView:
         created_at=info.opened_at_ns / 1e9, closed_at=None if info.closed_at_ns is None else info.closed_at_ns / 1e9,
         attained_service_s=info.service_s, wait_s=info.wait_s, mlfq_level=info.level, num_calls=info.num_calls,
         num_threads=len(info.thread_service_s) or (1 if info.num_calls else 0),
-        primary_engine=info.primary_engine, promotions=info.epoch, expected_remaining_s=info.expected_remaining_s)
+        primary_engine=info.primary_engine, promotions=info.epoch, expected_remaining_s=info.expected_remaining_s,
+        hint_scale_s=info.hint_scale_s)
 
 
 def _bus_unavailable(service: str, exc: BusError) -> ApiError:
@@ -309,7 +311,7 @@ class Gateway:
             except ApiError:
                 self.session_threads.forget(call.program_id)
                 raise
-            return None, opened.opened_at_ns, None
+            return None, opened.opened_at_ns, hinted_or_learned(call.remaining_calls, opened.hint_scale_s, None)
         try:
             self._admit_thread(call, info)
         except ApiError as exc:
@@ -319,7 +321,8 @@ class Gateway:
             # was lost, then answered): the table's current view decides
             info = await self.session_info(tenant, session_id)
             self._admit_thread(call, info)
-        return info.primary_engine, info.opened_at_ns, info.expected_remaining_s
+        return (info.primary_engine, info.opened_at_ns,
+                hinted_or_learned(call.remaining_calls, info.hint_scale_s, info.expected_remaining_s))
 
     def _admit_thread(self, call: PreparedCall, info: m.SessionInfo) -> None:
         if info.state != "open":
@@ -350,5 +353,5 @@ class Gateway:
         await self.bus.publish_event_unacked(m.CallSubmitted(
             call_id=call.call_id, program_id=call.program_id, thread_id=call.thread_id,
             parent_thread_id=call.parent_thread_id, tenant=tenant, prompt_tokens=call.prompt_tokens,
-            max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns))
+            max_tokens=call.max_tokens, submitted_at_ns=route.submitted_at_ns, remaining_calls=call.remaining_calls))
         await stream.place(route)

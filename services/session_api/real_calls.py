@@ -22,6 +22,7 @@ from services.session_api.model_tokenizer import ModelTokenizers, token_segments
 from services.session_api.schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 from services.session_api.served_models import ServedModel
 from services.session_api.settings import SessionApiSettings
+from services.session_api.size_hint import with_size_hint
 from services.session_api.tenant_salts import TenantSalts
 from services.session_api.tool_hints import with_hint
 from shared.engine.program_meta import FLAT_PREFIX
@@ -30,7 +31,7 @@ from shared.engine.program_meta import FLAT_PREFIX
 # field, so vLLM gets the request as it would without Autellix in between; `user` and
 # `prompt_cache_key` stay too (OpenAI fields), whether or not they also name the session.
 OWN_FIELDS = frozenset({"session_id", "thread_id", "parent_thread_id", "next_tool", "next_tool_idle_s",
-                        "litellm_session_id"})
+                        "remaining_calls", "litellm_session_id"})
 CHAT, COMPLETIONS, RESPONSES = "/v1/chat/completions", "/v1/completions", "/v1/responses"
 
 
@@ -109,4 +110,4 @@ async def prepare_real(request: Request, body: ChatCompletionRequest | Completio
     salt = salts.segment_salt(tenant)
     prepared = new_prepared(request, tenant, names, token_segments(prompt_ids, salt=salt), max_tokens,
                             openai_body=forwarded, endpoint=endpoint, prefix_salt=salt)
-    return with_hint(prepared, request, body)
+    return with_size_hint(with_hint(prepared, request, body), request, body)

@@ -170,6 +170,9 @@ class SessionView(BaseModel):
     promotions: int = 0
     # SERPT: expected remaining service, learned from the tenant's closed sessions of this class
     expected_remaining_s: float | None = None
+    # size hints (`remaining_calls`): seconds of service one hinted call stands for, from the
+    # tenant's checked hints of this class; None until enough were checked (hints count for nothing)
+    hint_scale_s: float | None = None
 
 
 class ErrorBody(BaseModel):

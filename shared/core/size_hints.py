@@ -36,6 +36,14 @@ def check_hint_calls(value: object) -> int:
     return value
 
 
+def hinted_or_learned(hint_calls: int | None, scale_s: float | None, learned_s: float | None) -> float | None:
+    """A call's expected remaining service: its hint times its source's checked scale when both
+    are there, else the learned rank (None: neither)."""
+    if hint_calls is not None and scale_s is not None:
+        return hint_calls * scale_s
+    return learned_s
+
+
 @dataclass(frozen=True)
 class HintTrustConfig:
     window: int = 64  # checked programs kept per source: a source that changes its ways is followed
@@ -101,5 +109,4 @@ class HintCalibrator:
     def expected_remaining_s(self, source: str, hinted_calls: int) -> float | None:
         """What a hint of `hinted_calls` from this source means in seconds of service; None while
         the source is not trusted (the caller uses its learned rank)."""
-        scale = self.scale_s(source)
-        return None if scale is None else hinted_calls * scale
+        return hinted_or_learned(hinted_calls, self.scale_s(source), None)

@@ -93,6 +93,9 @@ class CallSubmitted(CallInThread):
     max_tokens: int = 0
     stream: bool = False
     submitted_at_ns: int = 0
+    # the client's size hint: the session's calls left, this one included (None: no hint); the
+    # process table keeps a session's first one to check it (shared/core/size_hints.py)
+    remaining_calls: int | None = None
 
 
 @message("call.routed")

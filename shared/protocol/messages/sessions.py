@@ -40,6 +40,7 @@ class SessionOpened(InSession):
     name: str = ""
     workload_class: str = ""
     opened_at_ns: int = 0
+    hint_scale_s: float | None = None  # as SessionInfo's: what the first call's size hint is worth
 
 
 @message("session.closed")
@@ -68,3 +69,6 @@ class SessionInfo(InSession):
     # SERPT: expected remaining service at S_p, from closed sessions of its tenant and workload
     # class (services/process_table/program_sizes.py); None until enough of them closed
     expected_remaining_s: float | None = None
+    # size hints: the service per hinted remaining call of its tenant and workload class, once
+    # enough of their hints were checked (shared/core/size_hints.py); None: hints not trusted yet
+    hint_scale_s: float | None = None
