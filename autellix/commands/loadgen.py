@@ -27,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tool-delays", action="store_true", help="draw tool/interrupt pauses (log-normal)")
     p.add_argument("--tool-hints", action="store_true",
                    help="declare each call's next tool (X-Next-Tool) for the engines' KV retention")
+    p.add_argument("--size-hints", action="store_true",
+                   help="declare each call's remaining calls (X-Remaining-Calls): the program's unfinished calls")
     p.add_argument("--drain-timeout", type=float, default=300.0,
                    help="seconds to wait after the last arrival before giving up on unfinished programs")
     p.add_argument("--policy-label", default="live", help="key under 'policies' in the JSON (the server's policy)")
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     config = LiveRunConfig(url=args.url, api_key=api_key, workload=args.workload, rates=parse_rates(args.rate),
                            duration_s=args.duration, num_programs=args.programs, seed=args.seed,
                            tool_delays=args.tool_delays, drain_timeout_s=args.drain_timeout,
-                           policy_label=args.policy_label, model=args.model, tool_hints=args.tool_hints)
+                           policy_label=args.policy_label, model=args.model, tool_hints=args.tool_hints,
+                           size_hints=args.size_hints)
     progress = None if args.quiet else sys.stderr
     t0 = time.perf_counter()
     result = asyncio.run(run_live(config, progress))

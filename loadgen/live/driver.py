@@ -72,8 +72,11 @@ class LiveProgress:
 class LiveDriver:
     def __init__(self, base_url: str, api_key: str, model: str = "autellix-lite", timeout_s: float = 600.0,
                  max_retries: int = 2, tool_hints: bool = False, extra_body: dict | None = None,
-                 messages_for=call_messages) -> None:
+                 messages_for=call_messages, size_hints: bool = False) -> None:
         self.tool_hints = tool_hints
+        # send X-Remaining-Calls: the program's calls not finished yet, this one included (the
+        # simulator's exact-plan client, loadgen/sim/size_hints.py)
+        self.size_hints = size_hints
         self.messages_for = messages_for  # (call, outputs) -> the chat messages of the call  # send X-Next-Tool: the tool the program runs after each call
         # more request fields, e.g. {"ignore_eos": True} so a real model's calls run their full length
         self.extra_body = extra_body
@@ -144,6 +147,7 @@ class LiveDriver:
         outputs: dict[str, str] = {}
         done = {c.call_id: asyncio.Event() for c in spec.calls}
         finish_s = [rec.started_s]
+        finished_calls = [0]
         facts = call_facts([spec], KV_BLOCK_TOKENS)
 
         async def one_call(call) -> None:
@@ -153,7 +157,9 @@ class LiveDriver:
                 await asyncio.sleep(call.delay_s)
             fact = facts[call.call_id]
             text, tokens, cached = await self._call(rec.session_id, call, outputs,
-                                                    fact.hint.next_tool if self.tool_hints else None)
+                                                    fact.hint.next_tool if self.tool_hints else None,
+                                                    len(spec.calls) - finished_calls[0] if self.size_hints else None)
+            finished_calls[0] += 1
             outputs[call.call_id] = text
             rec.output_tokens += tokens
             rec.prompt_tokens += call.prompt_tokens
@@ -174,12 +180,14 @@ class LiveDriver:
         rec.finish_s = finish_s[0]
 
     async def _call(self, session_id: str, call, outputs: dict[str, str],
-                    next_tool: str | None = None) -> tuple[str, int, int]:
+                    next_tool: str | None = None, remaining_calls: int | None = None) -> tuple[str, int, int]:
         headers = {"X-Session-Id": session_id, "X-Thread-Id": call.thread_id}
         if call.parent_thread_id:
             headers["X-Parent-Thread-Id"] = call.parent_thread_id
         if next_tool:
             headers["X-Next-Tool"] = next_tool
+        if remaining_calls is not None:
+            headers["X-Remaining-Calls"] = str(remaining_calls)
         self.progress.calls_in_flight += 1
         pieces: list[str] = []
         tokens = cached = 0

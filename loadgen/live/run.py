@@ -31,6 +31,7 @@ class LiveRunConfig:
     policy_label: str = "live"
     model: str = "autellix-lite"
     tool_hints: bool = False  # send X-Next-Tool (issue 6)
+    size_hints: bool = False  # send X-Remaining-Calls: the program's unfinished calls
 
 
 def programs_for(config: LiveRunConfig, rate: float) -> list[ProgramSpec]:
@@ -67,7 +68,8 @@ async def run_live(config: LiveRunConfig, progress: TextIO | None = None) -> dic
     points = []
     for rate in config.rates:
         programs = programs_for(config, rate)
-        driver = LiveDriver(config.url, config.api_key, config.model, tool_hints=config.tool_hints)
+        driver = LiveDriver(config.url, config.api_key, config.model, tool_hints=config.tool_hints,
+                            size_hints=config.size_hints)
         tick = _progress_printer(progress, rate, len(programs)) if progress else None
         t0 = time.perf_counter()
         try:
@@ -81,4 +83,5 @@ async def run_live(config: LiveRunConfig, progress: TextIO | None = None) -> dic
         points.append(point_summary(rate, records, time.perf_counter() - t0))
     return finite(live_result(config.workload, config.seed, config.policy_label, points, config.url,
                               {"num_programs": config.num_programs, "duration_s": config.duration_s,
-                               "tool_delays": config.tool_delays, "tool_hints": config.tool_hints}))
+                               "tool_delays": config.tool_delays, "tool_hints": config.tool_hints,
+                               "size_hints": config.size_hints}))
