@@ -11,15 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from shared.core.policy import parse_policy
-
 DEFAULT_OUT_DIR = Path("docs/results")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="ATLAS vs FCFS on the live stack: table, plot, JSON",
                               description=__doc__)
-    p.add_argument("--policies", default="atlas,fcfs", help="engine scheduling policies, in run order")
+    p.add_argument("--policies", default="atlas,fcfs",
+                   help="engine scheduling policies, in run order; serpt+hints: SERPT with clients sending X-Remaining-Calls")
     p.add_argument("--workload", default="mixed")
     p.add_argument("--rate", type=float, default=1.0, help="program arrivals per second (Poisson)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals per policy")
@@ -37,11 +36,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def _live_variant(name: str) -> str:
+    """A policy the live stack runs: a registered one, or one that reads sizes with `+hints` (the
+    live clients hint their programs' unfinished calls exactly, so no error can be asked for)."""
+    from loadgen.sim.variants import variant_named
+
+    variant = variant_named(name)
+    if variant.hint_sigma not in (None, 0.0):
+        raise ValueError(f"{name}: live clients hint exactly; an error (:SIGMA) is for `autellix sim` only")
+    if variant.batching is not None or variant.prefix_cache is not None:
+        raise ValueError(f"{name} sets engine settings the live stack does not take; use fcfs")
+    return variant.name
+
+
 def run(args: argparse.Namespace) -> int:
     from loadgen.live.demo import DemoConfig, run_demo
     from loadgen.live.demo_report import format_table, plot_demo
 
-    policies = [parse_policy(p).value for p in args.policies.split(",") if p.strip()]
+    policies = [_live_variant(p.strip().lower()) for p in args.policies.split(",") if p.strip()]
     if not policies:
         raise ValueError("--policies is empty")
     if not args.rate > 0 or not args.duration > 0 or args.drain_timeout < 0:

@@ -11,6 +11,7 @@ from loadgen.live.run import LiveRunConfig, programs_for, run_live
 from loadgen.live.sim_twin import simulate_point
 from loadgen.live.stack_process import start_stack
 from loadgen.results_json import finite
+from loadgen.sim.variants import variant_named
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,10 @@ class DemoConfig:
 async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
     policies: dict[str, dict] = {}
     for policy in config.policies:
+        variant = variant_named(policy)  # `serpt+hints`: the engines run serpt, the clients hint
         if progress:
             progress.write(f"== {policy}: starting autellix up --engines {config.engines}\n")
-        stack = await asyncio.to_thread(start_stack, policy, config.engines, config.port,
+        stack = await asyncio.to_thread(start_stack, variant.policy.value, config.engines, config.port,
                                         max_num_seqs=config.max_num_seqs)
         sampler = RegimeSampler()
         try:
@@ -40,7 +42,7 @@ async def run_demo(config: DemoConfig, progress: TextIO | None = None) -> dict:
             live = await run_live(live_config := LiveRunConfig(
                 url=stack.url, api_key=stack.api_key, workload=config.workload, rates=[config.rate],
                 duration_s=config.duration_s, seed=config.seed, drain_timeout_s=config.drain_timeout_s,
-                policy_label=policy), progress)
+                policy_label=policy, size_hints=variant.hint_sigma is not None), progress)
         finally:
             regime = await sampler.stop()
             if progress:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 
+from loadgen.sim.variants import variant_named
 from loadgen.workloads.spec import ProgramSpec
-from shared.core.policy import SchedulingPolicy, parse_policy
+from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.stats import percentile
@@ -25,14 +26,16 @@ def simulate_point(programs: list[ProgramSpec], policy: str, engines: int, max_n
     from loadgen.sim.simulator import SimConfig, Simulation
     from shared.engine.lite import LiteEngine, LiteEngineConfig
 
-    pol = SchedulingPolicy(parse_policy(policy))
+    variant = variant_named(policy)  # `serpt+hints`: clients hint their unfinished calls, as the live ones do
+    pol = SchedulingPolicy(variant.policy)
     directory = DictProgramDirectory()
     limits = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
     # promotions as the live run's: its controller decides (default beta), its engines never do
     limits["starvation"] = StarvationConfig(beta=None)
     fleet = [LiteEngine(f"e{i}", pol, directory, LiteEngineConfig(**limits)) for i in range(engines)]
     arrivals = [p.arrival_s for p in programs]
-    outcome = Simulation(programs, arrivals, fleet, directory, SimConfig(policy=pol, starvation=StarvationConfig())).run()
+    outcome = Simulation(programs, arrivals, fleet, directory, SimConfig(policy=pol, starvation=StarvationConfig(),
+                                                                          hint_sigma=variant.hint_sigma)).run()
     done = sorted(r.normalized_latency_s for r in outcome.records if r.finish_s <= cutoff_s)
     finishes = [r.finish_s for r in outcome.records if r.finish_s <= cutoff_s]
     span_s = max(max(finishes, default=0.0) - min(arrivals, default=0.0), 1e-12)

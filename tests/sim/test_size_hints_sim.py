@@ -84,3 +84,18 @@ def test_a_run_trusts_hints_once_enough_programs_were_checked():
     assert all(e is not None and e > 0 for e in late.values())
     # the learned rank is the same for every new program of a type; the hints tell 3 calls from 1
     assert min(e for i, e in late.items() if i % 3 == 2) > max(e for i, e in late.items() if i % 3 == 0)
+
+
+def test_the_demo_takes_exact_hints_only_and_its_twin_simulates_them():
+    from autellix.commands.demo import _live_variant
+    from loadgen.live.sim_twin import simulate_point
+
+    assert _live_variant("serpt+hints") == "serpt+hints:0"
+    assert _live_variant("atlas") == "atlas"
+    with pytest.raises(ValueError, match="live clients hint exactly"):
+        _live_variant("serpt+hints:0.5")
+    with pytest.raises(ValueError, match="engine settings"):
+        _live_variant("fcfs-v0")
+    programs = [dataclasses.replace(chain(f"p{i}", [8] * (1 + i % 3)), arrival_s=0.5 * i) for i in range(12)]
+    point = simulate_point(programs, "serpt+hints:0", engines=1, max_num_seqs=4, cutoff_s=1e6)
+    assert point["completed_programs"] == 12
