@@ -36,24 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _live_variant(name: str) -> str:
-    """A policy the live stack runs: a registered one, or one that reads sizes with `+hints` (the
-    live clients hint their programs' unfinished calls exactly, so no error can be asked for)."""
-    from loadgen.sim.variants import variant_named
-
-    variant = variant_named(name)
-    if variant.hint_sigma not in (None, 0.0):
-        raise ValueError(f"{name}: live clients hint exactly; an error (:SIGMA) is for `autellix sim` only")
-    if variant.batching is not None or variant.prefix_cache is not None:
-        raise ValueError(f"{name} sets engine settings the live stack does not take; use fcfs")
-    return variant.name
-
-
 def run(args: argparse.Namespace) -> int:
     from loadgen.live.demo import DemoConfig, run_demo
     from loadgen.live.demo_report import format_table, plot_demo
+    from loadgen.sim.variants import live_variant
 
-    policies = [_live_variant(p.strip().lower()) for p in args.policies.split(",") if p.strip()]
+    policies = [live_variant(p.strip().lower()).name for p in args.policies.split(",") if p.strip()]
     if not policies:
         raise ValueError("--policies is empty")
     if not args.rate > 0 or not args.duration > 0 or args.drain_timeout < 0:

@@ -33,13 +33,11 @@ from loadgen.calibrate.summary import program_summary
 from loadgen.live.regime import RegimeSampler
 from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
+from loadgen.sim.variants import live_variant, variant_named
 from loadgen.workloads.registry import WORKLOADS
 from loadgen.workloads.spec import ProgramSpec
 from runtime import cpu_placement
-from shared.core.policy import parse_policy
 from shared.engine.cost_model import CostModel, get_preset
-
-LIVE_POLICIES = ("fcfs", "mlfq", "plas", "atlas")  # SRPT needs an oracle: simulation only
 
 
 async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float,
@@ -52,12 +50,14 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
     if step_log is not None:
         step_log.unlink(missing_ok=True)
         env = {"ENGINE_STEP_LOG": str(step_log)}
-    stack = await asyncio.to_thread(start_real_stack, policy, port, f"--max-num-seqs {max_num_seqs}", extra_env=env)
+    variant = variant_named(policy)  # `serpt+hints`: the engine runs serpt, the clients hint
+    stack = await asyncio.to_thread(start_real_stack, variant.policy.value, port, f"--max-num-seqs {max_num_seqs}",
+                                    extra_env=env)
     sampler = RegimeSampler()
     load_before = os.getloadavg()
     try:  # this process drives the load: it is placed with the mesh
         placed = cpu_placement.place(placement, stack.process_roots(), also=(os.getpid(),))
-        driver = RealEngineDriver(stack.url, stack.api_key)
+        driver = RealEngineDriver(stack.url, stack.api_key, size_hints=variant.hint_sigma is not None)
         try:
             warm = await driver.run(list(warmup), None, drain_timeout_s) if warmup else []
             if any(not r.ok for r in warm):
@@ -280,15 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload not in WORKLOADS:
         p.error(f"unknown workload {args.workload!r}; valid workloads: {', '.join(sorted(WORKLOADS))}")
     try:
-        args.policies = [parse_policy(n).value for n in args.policies.split(",") if n.strip()]
+        args.policies = [live_variant(n.strip().lower()).name for n in args.policies.split(",") if n.strip()]
         for name in [args.preset, *(x for x in args.also_presets.split(",") if x.strip())]:
             get_preset(name)
     except ValueError as exc:
         p.error(str(exc))
-    bad = [n for n in args.policies if n not in LIVE_POLICIES]
-    if bad:
-        p.error(f"{', '.join(bad)} cannot run live (clairvoyant: simulation only); live policies: "
-                f"{', '.join(LIVE_POLICIES)}")
     args.also_presets = [x.strip() for x in args.also_presets.split(",") if x.strip()]
     if args.warmup_programs < 0:
         p.error(f"--warmup-programs must be >= 0, got {args.warmup_programs}")

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from loadgen.calibrate.summary import program_summary
 from loadgen.sim.simulator import SimConfig, Simulation
+from loadgen.sim.variants import variant_named
 from loadgen.workloads.spec import ProgramSpec
-from shared.core.policy import SchedulingPolicy, parse_policy
+from shared.core.policy import SchedulingPolicy
 from shared.core.starvation import StarvationConfig
 from shared.engine.api import DictProgramDirectory
 from shared.engine.cost_model import CostModel
@@ -38,7 +39,8 @@ def with_call_path(programs: list[ProgramSpec], path_s: float) -> list[ProgramSp
 
 
 def _run(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape, cost: CostModel | None):
-    pol = SchedulingPolicy(parse_policy(policy))
+    variant = variant_named(policy)  # `serpt+hints`: clients hint their unfinished calls, as the live ones do
+    pol = SchedulingPolicy(variant.policy)
     directory = DictProgramDirectory()
     cfg = LiteEngineConfig(preset=preset, token_budget=shape.token_budget, max_num_seqs=shape.max_num_seqs,
                            block_size=shape.block_size, num_blocks=shape.num_blocks,
@@ -46,7 +48,7 @@ def _run(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngin
     engine = LiteEngine("e0", pol, directory, cfg, cost)
     arrivals = [p.arrival_s for p in programs]
     return engine, Simulation(programs, arrivals, [engine], directory,
-                              SimConfig(policy=pol, starvation=StarvationConfig())).run()
+                              SimConfig(policy=pol, starvation=StarvationConfig(), hint_sigma=variant.hint_sigma)).run()
 
 
 def simulate_records(programs: list[ProgramSpec], policy: str, preset: str, shape: RealEngineShape,

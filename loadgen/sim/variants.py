@@ -87,3 +87,17 @@ def parse_variants(text: str) -> tuple[PolicyVariant, ...]:
         if variant not in out:
             out.append(variant)
     return tuple(out)
+
+
+def live_variant(name: str) -> PolicyVariant:
+    """A variant a live stack can run: no oracle, no engine settings of its own, and hints only
+    exact ones (live clients send their programs' unfinished calls; an error is a simulator knob)."""
+    variant = variant_named(name)
+    if "oracle_remaining_s" in registry.get(variant.policy.value).inputs:
+        live = [n for n in registry.names() if "oracle_remaining_s" not in registry.get(n).inputs]
+        raise ValueError(f"{name} cannot run live (clairvoyant: simulation only); live policies: {', '.join(live)}")
+    if variant.batching is not None or variant.prefix_cache is not None:
+        raise ValueError(f"{name} sets engine settings the live stack does not take; use fcfs")
+    if variant.hint_sigma not in (None, 0.0):
+        raise ValueError(f"{name}: live clients hint exactly; an error (:SIGMA) is for `autellix sim` only")
+    return variant

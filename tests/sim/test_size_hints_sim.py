@@ -86,16 +86,18 @@ def test_a_run_trusts_hints_once_enough_programs_were_checked():
     assert min(e for i, e in late.items() if i % 3 == 2) > max(e for i, e in late.items() if i % 3 == 0)
 
 
-def test_the_demo_takes_exact_hints_only_and_its_twin_simulates_them():
-    from autellix.commands.demo import _live_variant
+def test_live_runs_take_exact_hints_only_and_the_demo_twin_simulates_them():
     from loadgen.live.sim_twin import simulate_point
+    from loadgen.sim.variants import live_variant
 
-    assert _live_variant("serpt+hints") == "serpt+hints:0"
-    assert _live_variant("atlas") == "atlas"
+    assert live_variant("serpt+hints").name == "serpt+hints:0"
+    assert live_variant("atlas").name == "atlas"
     with pytest.raises(ValueError, match="live clients hint exactly"):
-        _live_variant("serpt+hints:0.5")
+        live_variant("serpt+hints:0.5")
     with pytest.raises(ValueError, match="engine settings"):
-        _live_variant("fcfs-v0")
+        live_variant("fcfs-v0")
+    with pytest.raises(ValueError, match="cannot run live"):
+        live_variant("srpt")
     programs = [dataclasses.replace(chain(f"p{i}", [8] * (1 + i % 3)), arrival_s=0.5 * i) for i in range(12)]
     point = simulate_point(programs, "serpt+hints:0", engines=1, max_num_seqs=4, cutoff_s=1e6)
     assert point["completed_programs"] == 12
