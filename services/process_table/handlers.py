@@ -67,7 +67,7 @@ FAULT_EXIT_CODE = 70  # the exit status of FAULT_EXIT_AFTER_COMMITS (chaos tells
 # for about HOLD_DELIVERIES seconds: past an engine's publish retries (at most 5 s apart) and its
 # restart's outbox replay, which is how late a re-published completion comes
 HOLD_DELAY_S = 1.0
-HINTED_SESSIONS_REMEMBERED = 100_000  # sessions whose first size hint is stored (a forgotten one costs one no-op UPDATE)
+HINTED_SESSIONS_REMEMBERED = 100_000  # sessions known to hold their first size hint (a forgotten one costs one query)
 HOLD_DELIVERIES = 30
 
 
@@ -224,8 +224,10 @@ class ProcessTableService:
         except ValueError as exc:  # the API checks it: only a forged or broken publisher gets here
             self.log.warning("size_hint_refused", program_id=msg.program_id, call_id=msg.call_id, error=str(exc))
             return
-        self._hinted.put(msg.program_id, True)
-        await self.transact(lambda conn: sessions.record_first_hint(conn, msg.program_id, hint), "record_hint")
+        held = await self.transact(
+            lambda conn: sessions.record_first_hint(conn, msg.program_id, msg.tenant or "default", hint), "record_hint")
+        if held:  # else (unknown, closed, another tenant's): a later hint may still be the first
+            self._hinted.put(msg.program_id, True)
 
     async def _commit(self, batch: list[Delivery]) -> _Outcome:
         """Apply `batch` in one transaction. A failed write is retried with backoff until it commits

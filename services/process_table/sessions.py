@@ -64,14 +64,18 @@ async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
     return view, created
 
 
-async def record_first_hint(conn: AsyncConnection, program_id: str, hint_calls: int) -> bool:
-    """Keep an open session's first size hint and its S_p now; a later hint changes nothing.
-    True when this one was the first."""
+async def record_first_hint(conn: AsyncConnection, program_id: str, tenant_id: str, hint_calls: int) -> bool:
+    """Keep an open session's first size hint and its S_p now; a later hint, or one naming another
+    tenant, changes nothing. True when the session holds a hint now (this one or an earlier one):
+    its later hints need no write."""
     row = await conn.execute(
-        text("""UPDATE programs SET hint_calls = :hint, hint_service_s = service_s
-                WHERE id = :id AND state = :open AND hint_calls IS NULL RETURNING id"""),
-        {"id": program_id, "hint": hint_calls, "open": ProgramState.OPEN.value})
-    return row.first() is not None
+        text("""WITH kept AS (
+                    UPDATE programs SET hint_calls = :hint, hint_service_s = service_s
+                    WHERE id = :id AND tenant_id = :tenant AND state = :open AND hint_calls IS NULL RETURNING id)
+                SELECT EXISTS (SELECT 1 FROM kept) OR EXISTS (
+                    SELECT 1 FROM programs WHERE id = :id AND tenant_id = :tenant AND hint_calls IS NOT NULL)"""),
+        {"id": program_id, "tenant": tenant_id, "hint": hint_calls, "open": ProgramState.OPEN.value})
+    return bool(row.scalar())
 
 
 async def close_session(conn: AsyncConnection, program_id: str,

@@ -88,6 +88,9 @@ async def test_a_forged_hint_is_refused_and_a_closed_session_keeps_none(start_pr
     await bus.request(subjects.session_close(), m.CloseSession(session_id=pid, tenant=tenant), timeout_s=2.0)
     await _submitted(bus, pid, tenant, 3)  # after the close: nothing to check it against
     await _submitted(bus, new_id("p"), tenant, 3)  # an unknown session: no row, nothing written
+    foreign = new_id("p")
+    await bus.request(subjects.session_open(), m.OpenSession(session_id=foreign, tenant=tenant), timeout_s=2.0)
+    await _submitted(bus, foreign, new_id("mallory"), 1)  # names another tenant: not this session's hint
     probe = new_id("p")  # sent last: once its hint is stored, the ones before were handled too
     await bus.request(subjects.session_open(), m.OpenSession(session_id=probe, tenant=tenant), timeout_s=2.0)
     await _submitted(bus, probe, tenant, 5)
@@ -96,3 +99,9 @@ async def test_a_forged_hint_is_refused_and_a_closed_session_keeps_none(start_pr
         return (await _stored_hint(table, probe))[0] == 5
     await eventually(probe_stored)
     assert await _stored_hint(table, pid) == (None, None)
+    assert await _stored_hint(table, foreign) == (None, None)
+    await _submitted(bus, foreign, tenant, 7)  # its own tenant's hint is still its first
+
+    async def own_hint_stored() -> bool:
+        return (await _stored_hint(table, foreign))[0] == 7
+    await eventually(own_hint_stored)
