@@ -342,7 +342,7 @@ class ProcessTableService:
             return m.error_reply(ErrorCode.LIMITED, str(exc))
         if view.tenant_id != (msg.tenant or "default"):
             return m.error_reply(ErrorCode.FORBIDDEN, f"session {msg.session_id!r} belongs to another tenant")
-        opened = wire.session_opened(view, self.sizes.hint_scale_s(view))
+        opened = wire.session_opened(view, self.sizes.expected_remaining_s(view), self.sizes.hint_scale_s(view))
         if created:
             metrics.session_opened(view)
             # the session is in PostgreSQL: the reply does not wait on the audit stream (an open

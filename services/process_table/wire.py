@@ -55,10 +55,11 @@ def session_info(view: ProgramView, mlfq: MlfqConfig, expected_remaining_s: floa
         expected_remaining_s=expected_remaining_s, hint_scale_s=hint_scale_s)
 
 
-def session_opened(view: ProgramView, hint_scale_s: float | None = None) -> m.SessionOpened:
+def session_opened(view: ProgramView, expected_remaining_s: float | None = None,
+                   hint_scale_s: float | None = None) -> m.SessionOpened:
     return m.SessionOpened(session_id=view.program_id, tenant=view.tenant_id, name=view.name,
                            workload_class=view.workload_class, opened_at_ns=_ns(view.created_at_s) or 0,
-                           hint_scale_s=hint_scale_s)
+                           expected_remaining_s=expected_remaining_s, hint_scale_s=hint_scale_s)
 
 
 def session_closed(view: ProgramView) -> m.SessionClosed:

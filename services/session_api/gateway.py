@@ -311,7 +311,10 @@ class Gateway:
             except ApiError:
                 self.session_threads.forget(call.program_id)
                 raise
-            return None, opened.opened_at_ns, hinted_or_learned(call.remaining_calls, opened.hint_scale_s, None)
+            # the opening call ranks like any other: without the table's rank it would fall back to
+            # least attained service, ahead of every older program's calls (a fork/join's reduce)
+            return None, opened.opened_at_ns, hinted_or_learned(call.remaining_calls, opened.hint_scale_s,
+                                                                opened.expected_remaining_s)
         try:
             self._admit_thread(call, info)
         except ApiError as exc:

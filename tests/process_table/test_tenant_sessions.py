@@ -46,6 +46,9 @@ async def test_closed_sessions_teach_their_tenants_class_and_survive_a_restart(s
         await _finished_session(bus, tenant, workload, 4.0)
     info = await lookup(bus, fresh, tenant)
     assert info.expected_remaining_s == pytest.approx(4.0)  # every program of its class took 4 s
+    opened = await bus.request(subjects.session_open(), m.OpenSession(session_id=new_id("p"), tenant=tenant,
+                                                                      workload_class=workload), timeout_s=2.0)
+    assert opened.expected_remaining_s == pytest.approx(4.0)  # the opening call ranks like the rest
     other_tenant = await _open(bus, new_id("globex"), workload)
     other_class = await _open(bus, tenant, "chat")
     assert (await lookup(bus, other_tenant)).expected_remaining_s is None

@@ -1,7 +1,8 @@
 """Size hints on the live mesh, through the official `openai` client on real NATS and PostgreSQL:
 a tenant's hinted sessions are checked at close, then a session view shows what one hinted call is
 worth, and a call's `remaining_calls` reaches the engine as hint x that scale; before enough were
-checked the hint changes nothing. Bad hints are 400s in the API's error format."""
+checked the hint changes nothing. Bad hints are 400s in the API's error format. The call that opens
+a session by naming it carries the learned rank (or its hint) like any later call."""
 
 from __future__ import annotations
 
@@ -127,3 +128,25 @@ async def test_a_hint_without_a_session_is_refused(hinted_stack):
         await client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "x"}],
                                              extra_body={"remaining_calls": 2})
     assert refused.value.body["param"] == "remaining_calls" and "names no session" in refused.value.body["message"]
+
+
+async def test_the_call_that_opens_a_session_carries_its_rank(hinted_stack):
+    stack, routed = hinted_stack
+    headers = {"Authorization": f"Bearer {stack.key('acme')}"}
+    client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
+
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers, timeout=30) as http:
+        for i in range(MIN_SAMPLES):  # sessions opened by their calls: the tenant's class ""
+            sid = f"opened-by-call-{i}"
+            await client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": sid}],
+                                                 extra_headers={"X-Session-Id": sid}, extra_body={"remaining_calls": 1})
+            await _settled(http, sid, 1)
+            assert (await http.delete(f"/v1/sessions/{sid}")).status_code == 200
+    before = set(routed)
+    await client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "new"}],
+                                         extra_headers={"X-Session-Id": "opened-unhinted"})
+    await client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "new"}],
+                                         extra_headers={"X-Session-Id": "opened-hinted"}, extra_body={"remaining_calls": 2})
+    unhinted, hinted = sorted((routed[c] for c in set(routed) - before), key=lambda c: c.submitted_at_ns)
+    assert unhinted.expected_remaining_s is not None and unhinted.expected_remaining_s > 0  # learned, not 0
+    assert hinted.expected_remaining_s == pytest.approx(2 * unhinted.expected_remaining_s, rel=0.05)

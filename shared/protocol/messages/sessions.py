@@ -40,7 +40,10 @@ class SessionOpened(InSession):
     name: str = ""
     workload_class: str = ""
     opened_at_ns: int = 0
-    hint_scale_s: float | None = None  # as SessionInfo's: what the first call's size hint is worth
+    # as SessionInfo's, for the call that opened the session: its learned size rank at S_p = 0, and
+    # what its size hint is worth (None: not enough learned or checked yet)
+    expected_remaining_s: float | None = None
+    hint_scale_s: float | None = None
 
 
 @message("session.closed")
