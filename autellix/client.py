@@ -10,7 +10,12 @@
         with client.final():                         # X-Session-Final: true: the API closes the
             llm.chat.completions.create(...)         #  session once this answer is over
 
-The ids live in context variables, so each asyncio task and thread sees its own; an httpx event
+    with client.session("ticket-4712", remaining_calls=12):  # the agent's plan: 12 LLM calls
+        llm.chat.completions.create(...)             # X-Remaining-Calls: 12, then 11, 10, ...
+
+A size hint (`remaining_calls`) counts down by one per request sent inside the session, and stops
+once the plan is used up (a hint of fewer calls than are still to come would be a wrong one). The ids
+and the count live in context variables, so each asyncio task and thread sees its own; an httpx event
 hook (`add_headers`, or `add_headers_async` for an `httpx.AsyncClient`) copies them onto every
 request that does not set those headers itself. `http_client()` / `async_http_client()` build a
 client with the hook in place, for `openai.OpenAI(http_client=...)`, LangChain's `ChatOpenAI`
@@ -22,6 +27,7 @@ Imports only httpx and the standard library (openai's client defaults are used w
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -32,10 +38,32 @@ SESSION_HEADER = "X-Session-Id"
 THREAD_HEADER = "X-Thread-Id"
 PARENT_THREAD_HEADER = "X-Parent-Thread-Id"
 FINAL_HEADER = "X-Session-Final"
+REMAINING_CALLS_HEADER = "X-Remaining-Calls"
 
 _session: ContextVar[str | None] = ContextVar("autellix_session", default=None)
 _thread: ContextVar[tuple[str, str | None] | None] = ContextVar("autellix_thread", default=None)
 _final: ContextVar[bool] = ContextVar("autellix_final", default=False)
+
+
+class _Plan:
+    """The calls a session still makes: one count shared by every task and thread inside it."""
+
+    def __init__(self, calls: int) -> None:
+        if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+            raise ValueError(f"remaining_calls must be a whole number >= 1, got {calls!r}")
+        self._left = calls
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        """The hint for the request being sent (this one included); None once the plan is used up."""
+        with self._lock:
+            if self._left < 1:
+                return None
+            self._left -= 1
+            return self._left + 1
+
+
+_plan: ContextVar[_Plan | None] = ContextVar("autellix_plan", default=None)
 
 
 @contextlib.contextmanager
@@ -48,10 +76,12 @@ def _set(var: ContextVar, value) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def session(session_id: str | None = None) -> Iterator[str]:
-    """Calls inside belong to session `session_id` (a fresh random id when None); yields the id."""
+def session(session_id: str | None = None, remaining_calls: int | None = None) -> Iterator[str]:
+    """Calls inside belong to session `session_id` (a fresh random id when None); yields the id.
+    `remaining_calls`: how many LLM calls the session makes, sent as a size hint that counts down."""
+    plan = _Plan(remaining_calls) if remaining_calls is not None else None
     session_id = session_id or str(uuid.uuid4())
-    with _set(_session, session_id), _set(_thread, None):
+    with _set(_session, session_id), _set(_thread, None), _set(_plan, plan):
         yield session_id
 
 
@@ -73,7 +103,7 @@ def final() -> Iterator[None]:
 
 
 def headers() -> dict[str, str]:
-    """The headers the current context adds to a request."""
+    """The headers the current context adds to a request (no size hint: see `request_headers`)."""
     out: dict[str, str] = {}
     session_id = _session.get()
     if session_id is not None:
@@ -88,9 +118,21 @@ def headers() -> dict[str, str]:
     return out
 
 
+def request_headers() -> dict[str, str]:
+    """The headers for one request being sent: `headers()` plus the plan's next size hint, which
+    this call uses up."""
+    out = headers()
+    plan = _plan.get()
+    if plan is not None and SESSION_HEADER in out:
+        left = plan.take()
+        if left is not None:
+            out[REMAINING_CALLS_HEADER] = str(left)
+    return out
+
+
 def add_headers(request: httpx.Request) -> None:
     """httpx event hook (`event_hooks={"request": [add_headers]}`); a header set per call wins."""
-    for name, value in headers().items():
+    for name, value in request_headers().items():
         request.headers.setdefault(name, value)
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from autellix import client
 from services.session_api.session_ids import is_issued, program_id_for
@@ -50,6 +51,27 @@ def test_helper_headers_follow_the_context():
         assert fresh and not is_issued(fresh)  # a random id never takes the API's issued form
     assert client.headers() == {}
     assert hooked.event_hooks["request"][-1] is client.add_headers
+
+
+def test_a_plan_counts_down_across_the_session_s_tasks_and_stops_when_used_up():
+    def hint() -> str | None:
+        request = httpx.Request("GET", "http://127.0.0.1/x")
+        client.add_headers(request)
+        return request.headers.get("x-remaining-calls")
+
+    with client.session("planned", remaining_calls=3):
+        assert hint() == "3"
+        with client.thread("left"):  # one plan for the whole session, its threads included
+            assert hint() == "2"
+        assert client.headers().get("X-Remaining-Calls") is None  # reading the headers uses nothing up
+        assert hint() == "1"
+        assert hint() is None  # more calls than planned: no hint rather than a wrong one
+        with client.session("inner"):  # a session of its own has no plan
+            assert hint() is None
+    assert hint() is None
+    for bad in (0, -2, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="remaining_calls"), client.session("bad", remaining_calls=bad):
+            pass
 
 
 async def test_async_hook_and_task_isolation():

@@ -13,9 +13,11 @@ import nats
 import openai
 import pytest
 
+from autellix import client as autellix_client
 from runtime.nats_server import NatsServer
 from shared.core.size_hints import MAX_HINT_CALLS, HintTrustConfig
 from shared.protocol import messages as m
+from shared.protocol import subjects
 from shared.protocol.envelope import decode
 from shared.protocol.errors import ProtocolError
 from tests.serving.stack import start_stack
@@ -31,6 +33,7 @@ async def hinted_stack(tmp_path, postgres_server, _migrated_template):
     stack = await start_stack(server.url, postgres_server.create_database(template=_migrated_template),
                               policy="serpt")
     routed: dict[str, m.RouteCall] = {}  # call id -> the call as the router was asked to place it
+    submitted: list[m.CallSubmitted] = []  # the lifecycle events, in the order heard
     watcher = await nats.connect(server.url)
 
     async def seen(msg) -> None:
@@ -38,13 +41,16 @@ async def hinted_stack(tmp_path, postgres_server, _migrated_template):
             body = decode(msg.data).body
         except ProtocolError:
             return
-        if isinstance(body, m.RouteCall):
+        if isinstance(body, m.CallSubmitted):
+            submitted.append(body)
+        elif isinstance(body, m.RouteCall):
             routed[body.call_id] = body
         elif isinstance(body, m.RunCall):
             routed[body.call.call_id] = body.call
     await watcher.subscribe("autellix.cmd.>", cb=seen)
+    await watcher.subscribe(subjects.events_of_type(m.CallSubmitted), cb=seen)
     try:
-        yield stack, routed
+        yield stack, routed, submitted
     finally:
         await watcher.close()
         await stack.stop()
@@ -60,7 +66,7 @@ async def _settled(http: httpx.AsyncClient, sid: str, calls: int) -> None:
 
 
 async def test_checked_hints_order_the_tenant_s_calls(hinted_stack):
-    stack, routed = hinted_stack
+    stack, routed, _ = hinted_stack
     headers = {"Authorization": f"Bearer {stack.key('acme')}"}
     client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
     async with httpx.AsyncClient(base_url=stack.base_url, headers=headers, timeout=30) as http:
@@ -109,7 +115,7 @@ async def test_checked_hints_order_the_tenant_s_calls(hinted_stack):
     ("header", "-1", "whole number"),
 ])
 async def test_a_bad_hint_is_a_400_naming_the_parameter(hinted_stack, where, value, says):
-    stack, _ = hinted_stack
+    stack, _, _ = hinted_stack
     client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
     kwargs = {"extra_body": {"remaining_calls": value}} if where == "body" else \
         {"extra_headers": {"X-Remaining-Calls": value}}
@@ -122,7 +128,7 @@ async def test_a_bad_hint_is_a_400_naming_the_parameter(hinted_stack, where, val
 
 
 async def test_a_hint_without_a_session_is_refused(hinted_stack):
-    stack, _ = hinted_stack
+    stack, _, _ = hinted_stack
     client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
         await client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "x"}],
@@ -131,7 +137,7 @@ async def test_a_hint_without_a_session_is_refused(hinted_stack):
 
 
 async def test_the_call_that_opens_a_session_carries_its_rank(hinted_stack):
-    stack, routed = hinted_stack
+    stack, routed, _ = hinted_stack
     headers = {"Authorization": f"Bearer {stack.key('acme')}"}
     client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0)
 
@@ -150,3 +156,17 @@ async def test_the_call_that_opens_a_session_carries_its_rank(hinted_stack):
     unhinted, hinted = sorted((routed[c] for c in set(routed) - before), key=lambda c: c.submitted_at_ns)
     assert unhinted.expected_remaining_s is not None and unhinted.expected_remaining_s > 0  # learned, not 0
     assert hinted.expected_remaining_s == pytest.approx(2 * unhinted.expected_remaining_s, rel=0.05)
+
+
+async def test_the_helper_s_plan_counts_down_per_call(hinted_stack):
+    stack, _, submitted = hinted_stack
+    llm = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=stack.key("acme"), max_retries=0,
+                             http_client=autellix_client.async_http_client())
+    with autellix_client.session("planned-run", remaining_calls=3):
+        for i in range(4):  # one call more than planned: it goes without a hint
+            await llm.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": f"{i}"}])
+    for _ in range(100):
+        if len(submitted) >= 4:
+            break
+        await asyncio.sleep(0.05)
+    assert [e.remaining_calls for e in submitted] == [3, 2, 1, None]
