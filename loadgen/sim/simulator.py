@@ -170,7 +170,7 @@ class Simulation:
             prompt_segments=spec.prompt_segments, max_output_tokens=spec.output_tokens,
             arrival_s=now, program_arrival_s=run.arrival_s, seq=self._submit_seq,
             oracle_remaining_s=run.oracle_remaining_s,
-            expected_remaining_s=self._expected_remaining_s(run, ledger.service_s),
+            expected_remaining_s=self._expected_remaining_s(run, ledger.total_service_s),
         )
         self._submit_seq += 1
         engine_id = self._route(run, call)

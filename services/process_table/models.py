@@ -77,6 +77,7 @@ class Program(Base):
         CheckConstraint("state IN ('open', 'closed')", name="state"),
         CheckConstraint("aggregation IN ('sum', 'critical_path')", name="aggregation"),
         CheckConstraint("service_s >= 0 AND wait_s >= 0", name="nonnegative"),
+        CheckConstraint("promoted_service_s >= 0", name="promoted_service"),
         CheckConstraint("(hint_calls IS NULL) = (hint_service_s IS NULL) "
                         "AND (hint_calls IS NULL OR (hint_calls >= 1 AND hint_service_s >= 0))", name="hint"),
         # the idle-expiry sweep scans open programs by last activity
@@ -98,12 +99,15 @@ class Program(Base):
     wait_s: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
     epoch: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     promotions: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    # service before the last promotion, summed: with service_s, what the program has received
+    promoted_service_s: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
     num_completed_calls: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     primary_engine: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now_column()
     last_active_at: Mapped[datetime] = _now_column()
     closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # the client's first remaining-calls hint and S_p when it came (shared/core/size_hints.py)
+    # the client's first remaining-calls hint and the program's total service when it came
+    # (shared/core/size_hints.py)
     hint_calls: Mapped[int | None] = mapped_column(Integer)
     hint_service_s: Mapped[float | None] = mapped_column(Float)
 

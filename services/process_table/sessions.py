@@ -65,12 +65,12 @@ async def open_session(conn: AsyncConnection, *, program_id: str | None = None,
 
 
 async def record_first_hint(conn: AsyncConnection, program_id: str, tenant_id: str, hint_calls: int) -> bool:
-    """Keep an open session's first size hint and its S_p now; a later hint, or one naming another
+    """Keep an open session's first size hint and its total service now; a later hint, or one naming another
     tenant, changes nothing. True when the session holds a hint now (this one or an earlier one):
     its later hints need no write."""
     row = await conn.execute(
         text("""WITH kept AS (
-                    UPDATE programs SET hint_calls = :hint, hint_service_s = service_s
+                    UPDATE programs SET hint_calls = :hint, hint_service_s = promoted_service_s + service_s
                     WHERE id = :id AND tenant_id = :tenant AND state = :open AND hint_calls IS NULL RETURNING id)
                 SELECT EXISTS (SELECT 1 FROM kept) OR EXISTS (
                     SELECT 1 FROM programs WHERE id = :id AND tenant_id = :tenant AND hint_calls IS NOT NULL)"""),
@@ -128,7 +128,7 @@ async def promote(conn: AsyncConnection, program_id: str, from_epoch: int | None
     completion batch that read the row before it fail its version check (epoch) and retry.
     """
     row = (await conn.execute(
-        text("SELECT service_s, wait_s, epoch, promotions FROM programs WHERE id = :id FOR UPDATE"),
+        text("SELECT service_s, wait_s, epoch, promotions, promoted_service_s FROM programs WHERE id = :id FOR UPDATE"),
         {"id": program_id})).first()
     if row is None:
         raise ProgramNotFound(program_id)
@@ -137,13 +137,14 @@ async def promote(conn: AsyncConnection, program_id: str, from_epoch: int | None
     threads = await conn.execute(text("SELECT thread_id, service_s FROM threads WHERE program_id = :id"),
                                  {"id": program_id})
     ledger = ProgramLedger(program_id, service_s=row.service_s, wait_s=row.wait_s, epoch=row.epoch,
-                           promotions=row.promotions, thread_service_s={t.thread_id: t.service_s for t in threads})
+                           promotions=row.promotions, promoted_service_s=row.promoted_service_s,
+                           thread_service_s={t.thread_id: t.service_s for t in threads})
     ledger.promote()
     await conn.execute(
         text("""UPDATE programs SET service_s = :s, wait_s = :w, promotions = :promotions, epoch = :epoch,
-                    last_active_at = now() WHERE id = :id"""),
+                    promoted_service_s = :promoted, last_active_at = now() WHERE id = :id"""),
         {"id": program_id, "s": ledger.service_s, "w": ledger.wait_s, "promotions": ledger.promotions,
-         "epoch": ledger.epoch})
+         "epoch": ledger.epoch, "promoted": ledger.promoted_service_s})
     if ledger.thread_service_s:
         await conn.execute(
             text("""UPDATE threads t SET service_s = u.s

@@ -47,7 +47,13 @@ class ProgramView:
     closed_at_s: float | None
     thread_service_s: dict[str, float]
     hint_calls: int | None = None  # the client's first remaining-calls hint (None: never hinted)
-    hint_service_s: float | None = None  # S_p when that hint came
+    hint_service_s: float | None = None  # total service when that hint came
+    promoted_service_s: float = 0.0  # service before the last promotion, summed over promotions
+
+    @property
+    def total_service_s(self) -> float:
+        """What the program has received, across promotions (S_p restarts at each): its size."""
+        return self.promoted_service_s + self.service_s
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class ServiceUpdate:
 
 PROGRAM_COLUMNS = """p.id, p.tenant_id, p.name, p.workload_class, p.aggregation, p.state, p.close_reason,
     p.service_s, p.wait_s, p.epoch, p.promotions, p.num_completed_calls, p.primary_engine,
-    p.hint_calls, p.hint_service_s,
+    p.hint_calls, p.hint_service_s, p.promoted_service_s,
     extract(epoch FROM p.created_at)::float8 AS created_at_s,
     extract(epoch FROM p.last_active_at)::float8 AS last_active_at_s,
     extract(epoch FROM p.closed_at)::float8 AS closed_at_s"""
@@ -81,4 +87,5 @@ def program_view(row, threads: dict[str, float]) -> ProgramView:
         num_completed_calls=row.num_completed_calls, primary_engine=row.primary_engine,
         created_at_s=row.created_at_s, last_active_at_s=row.last_active_at_s, closed_at_s=row.closed_at_s,
         thread_service_s=threads, hint_calls=row.hint_calls, hint_service_s=row.hint_service_s,
+        promoted_service_s=row.promoted_service_s,
     )

@@ -46,11 +46,19 @@ class ProgramLedger:
     completed_call_ids: LRU[str, None] = field(default_factory=lambda: LRU(MAX_REMEMBERED_CALL_IDS))
     num_completed_calls: int = 0
     promotions: int = 0
+    # service received before the last promotion, summed over promotions: a promotion resets S_p
+    # (the scheduler's level), not what the program has received (its size: total_service_s)
+    promoted_service_s: float = 0.0
     # bumped on every promotion so engines can tell that level-relevant state was reset
     epoch: int = 0
     # bumped by every transition (a completion folded, a promotion, the table's state taken): what
     # a reader compares to know the ledger changed since it last looked
     version: int = 0
+
+    @property
+    def total_service_s(self) -> float:
+        """All the service the program has received, across promotions (what size estimates count)."""
+        return self.promoted_service_s + self.service_s
 
     def thread_service(self, thread_id: str) -> float:
         """s_T; for a thread the program does not have yet, the S_p it would start from (`fork_thread`)."""
@@ -100,6 +108,7 @@ class ProgramLedger:
 
     def promote(self) -> None:
         """Anti-starvation promotion: reset W and S (and thread services) to break oscillation."""
+        self.promoted_service_s += self.service_s
         self.service_s = 0.0
         self.wait_s = 0.0
         self.thread_service_s = {t: 0.0 for t in self.thread_service_s}

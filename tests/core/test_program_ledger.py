@@ -49,6 +49,17 @@ def test_duplicates_never_count_twice(events, rnd: random.Random):
     assert (ledger.service_s, ledger.wait_s) == before
 
 
+@given(calls, st.sets(st.integers(0, 29)))
+def test_promotions_reset_s_p_but_never_the_total_a_program_has_received(events, promote_before):
+    ledger = ProgramLedger("p")
+    for i, (thread, service, wait) in enumerate(events):
+        if i in promote_before:
+            ledger.promote()
+            assert ledger.service_s == 0.0
+        ledger.complete_call(f"c{i}", thread, service, wait, None, ServiceAggregation.SUM)
+    assert abs(ledger.total_service_s - sum(s for _, s, _ in events)) < 1e-6
+
+
 def test_fork_starts_from_parent_service():
     ledger = ProgramLedger("p")
     ledger.complete_call("c0", "main", 3.0, 0.0, None, ServiceAggregation.CRITICAL_PATH)

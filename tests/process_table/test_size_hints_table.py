@@ -105,3 +105,49 @@ async def test_a_forged_hint_is_refused_and_a_closed_session_keeps_none(start_pr
     async def own_hint_stored() -> bool:
         return (await _stored_hint(table, foreign))[0] == 7
     await eventually(own_hint_stored)
+
+
+async def test_a_promotion_restarts_s_p_not_the_size_learned_nor_the_hint_s_check(start_process_table, bus) -> None:
+    """Each session hints 2 calls, receives 1.5 s, is promoted (S_p back to 0), receives 1.5 s more
+    and closes: it is 3 s long, for the learned sizes and for the hint's check alike."""
+    table = await start_process_table(scheduling_policy="serpt")
+    tenant, workload = new_id("acme"), "planner"
+
+    async def promoted_session(close: bool) -> str:
+        pid = new_id("p")
+        await bus.request(subjects.session_open(), m.OpenSession(session_id=pid, tenant=tenant, workload_class=workload),
+                          timeout_s=2.0)
+        await _submitted(bus, pid, tenant, 2)
+        await eventually(lambda: _hint_is(table, pid, 2))
+        await bus.publish_event(completion(pid, new_id("c"), 1.5, 0.0, tenant=tenant))
+        await eventually(lambda: _info_has(bus, pid, tenant, lambda i: i.num_completed_calls == 1))
+        await bus.publish_event(m.ProgramPromoted(program_id=pid, epoch=1, ratio=7.5))
+        await eventually(lambda: _info_has(bus, pid, tenant, lambda i: i.epoch == 1 and i.service_s == 0.0))
+        if close:
+            await bus.publish_event(completion(pid, new_id("c"), 1.5, 0.0, tenant=tenant))
+            await eventually(lambda: _info_has(bus, pid, tenant, lambda i: i.num_completed_calls == 2))
+            await bus.request(subjects.session_close(), m.CloseSession(session_id=pid, tenant=tenant), timeout_s=2.0)
+        return pid
+
+    for _ in range(MIN_SAMPLES):
+        await promoted_session(close=True)
+    fresh = new_id("p")
+    opened = await bus.request(subjects.session_open(), m.OpenSession(session_id=fresh, tenant=tenant,
+                                                                      workload_class=workload), timeout_s=2.0)
+    assert opened.expected_remaining_s == pytest.approx(3.0)  # every session's whole 3 s, not its last 1.5
+    assert opened.hint_scale_s == pytest.approx(1.5)  # 3 s for 2 hinted calls
+    halfway = await lookup(bus, await promoted_session(close=False), tenant)
+    assert halfway.service_s == 0.0 and halfway.expected_remaining_s == pytest.approx(1.5)  # 3 s less the 1.5 had
+    await table.stop()
+    await table.bus.close()
+    await start_process_table(scheduling_policy="serpt")  # refilled from the database: the same totals
+    again = await lookup(bus, fresh, tenant)
+    assert again.expected_remaining_s == pytest.approx(3.0) and again.hint_scale_s == pytest.approx(1.5)
+
+
+async def _hint_is(table, program_id: str, hint: int) -> bool:
+    return (await _stored_hint(table, program_id))[0] == hint
+
+
+async def _info_has(bus, pid: str, tenant: str, predicate) -> bool:
+    return predicate(await lookup(bus, pid, tenant))
