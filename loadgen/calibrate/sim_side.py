@@ -64,6 +64,6 @@ def simulate(programs: list[ProgramSpec], policy: str, preset: str, shape: RealE
     regime = outcome.summary()["regime"]
     return {**program_summary(len(programs), done),
             "regime": {k: regime[k] for k in ("mean_running_calls", "mean_waiting_calls", "max_waiting_calls",
-                                              "preemptions", "prefix_hit_rate") if k in regime},
+                                              "preemptions", "prefix_hit_rate", "promotions") if k in regime},
             "prompt_tokens": engine.stats["prompt_tokens"], "cached_tokens": engine.stats["prefix_hit_tokens"],
             "engine_stats": dict(engine.stats)}

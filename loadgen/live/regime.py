@@ -1,4 +1,5 @@
-"""The engines' regime during a live run, from their heartbeats: running and waiting calls, KV use.
+"""The engines' regime during a live run, from their heartbeats: running and waiting calls, KV use;
+and the controller's anti-starvation promotions (its audit events), beside the simulator's count.
 
 A ratio between policies means little without the regime beside it: below
 saturation nothing queues and every policy ties.
@@ -22,12 +23,18 @@ class RegimeSampler:
     kv_sum: float = 0.0
     max_waiting: int = 0
     max_kv_use: float = 0.0
+    promotions: int = 0
     engines: set[str] = field(default_factory=set)
     _bus: Bus | None = None
 
     async def start(self, nats_url: str) -> None:
         self._bus = await Bus.connect(nats_url, "loadgen", connect_timeout_s=5.0)
         await self._bus.subscribe(subjects.all_engine_heartbeats(), self._on_heartbeat, types=(m.EngineHeartbeat,))
+        await self._bus.subscribe(subjects.events_of_type(m.ProgramPromoted), self._on_promotion,
+                                  types=(m.ProgramPromoted,))
+
+    async def _on_promotion(self, msg: Incoming) -> None:
+        self.promotions += 1
 
     async def _on_heartbeat(self, msg: Incoming) -> None:
         hb: m.EngineHeartbeat = msg.body
@@ -51,4 +58,5 @@ class RegimeSampler:
             "max_waiting_calls": self.max_waiting,
             "mean_kv_use": self.kv_sum / n,
             "max_kv_use": self.max_kv_use,
+            "promotions": self.promotions,
         }

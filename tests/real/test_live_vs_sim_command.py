@@ -39,6 +39,8 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     logged = live["steps"]["num_steps"]
     assert 1 <= logged <= result["program_output_tokens"][0] + 8, logged
     assert result["sim"]["fcfs"]["completed_programs"] == 1
+    # the controller's promotions, counted on both sides
+    assert live["regime"]["promotions"] >= 0 and result["sim"]["fcfs"]["regime"]["promotions"] >= 0
     # the run simulated again on a fit of its own steps (the engine speed it had)
     assert set(live["steps"]["own_fit"]) == {"overhead_s", "s_per_token", "s_per_ctx_token", "s_per_pair"}
     in_sample = result["sim_other_presets"]["own steps+path 32 ms (in-sample)"]
