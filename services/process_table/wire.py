@@ -52,7 +52,7 @@ def session_info(view: ProgramView, mlfq: MlfqConfig, expected_remaining_s: floa
         epoch=view.epoch, num_calls=view.num_completed_calls, num_completed_calls=view.num_completed_calls,
         thread_service_s=view.thread_service_s, primary_engine=view.primary_engine,
         opened_at_ns=_ns(view.created_at_s) or 0, closed_at_ns=_ns(view.closed_at_s),
-        expected_remaining_s=expected_remaining_s, hint_scale_s=hint_scale_s)
+        expected_remaining_s=expected_remaining_s, hint_scale_s=hint_scale_s, total_service_s=view.total_service_s)
 
 
 def session_opened(view: ProgramView, expected_remaining_s: float | None = None,

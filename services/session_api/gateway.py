@@ -57,7 +57,8 @@ def _view(info: m.SessionInfo, session_id: str) -> SessionView:
         id=session_id, name=info.name or None, workload_class=info.workload_class or None,
         status="open" if info.state == "open" else ("expired" if info.state == "expired" else "closed"),
         created_at=info.opened_at_ns / 1e9, closed_at=None if info.closed_at_ns is None else info.closed_at_ns / 1e9,
-        attained_service_s=info.service_s, wait_s=info.wait_s, mlfq_level=info.level, num_calls=info.num_calls,
+        attained_service_s=info.service_s, total_service_s=info.total_service_s, wait_s=info.wait_s,
+        mlfq_level=info.level, num_calls=info.num_calls,
         num_threads=len(info.thread_service_s) or (1 if info.num_calls else 0),
         primary_engine=info.primary_engine, promotions=info.epoch, expected_remaining_s=info.expected_remaining_s,
         hint_scale_s=info.hint_scale_s)

@@ -162,6 +162,8 @@ class SessionView(BaseModel):
     created_at: float  # unix seconds
     closed_at: float | None = None
     attained_service_s: float = 0.0  # S_p: PLAS sum or ATLAS critical path, as the policy defines
+    # since its last anti-starvation promotion (S_p restarts there); total_service_s counts them all
+    total_service_s: float = 0.0
     wait_s: float = 0.0  # W_p: time its calls spent queued
     mlfq_level: int = 0  # level(S_p): the level its next call inherits
     num_calls: int = 0

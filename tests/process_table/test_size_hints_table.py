@@ -137,7 +137,8 @@ async def test_a_promotion_restarts_s_p_not_the_size_learned_nor_the_hint_s_chec
     assert opened.expected_remaining_s == pytest.approx(3.0)  # every session's whole 3 s, not its last 1.5
     assert opened.hint_scale_s == pytest.approx(1.5)  # 3 s for 2 hinted calls
     halfway = await lookup(bus, await promoted_session(close=False), tenant)
-    assert halfway.service_s == 0.0 and halfway.expected_remaining_s == pytest.approx(1.5)  # 3 s less the 1.5 had
+    assert halfway.service_s == 0.0 and halfway.total_service_s == pytest.approx(1.5)
+    assert halfway.expected_remaining_s == pytest.approx(1.5)  # 3 s less the 1.5 it has had
     await table.stop()
     await table.bus.close()
     await start_process_table(scheduling_policy="serpt")  # refilled from the database: the same totals

@@ -79,14 +79,14 @@ async def test_clients_cannot_set_priority_service_or_tenant(http, chaos_stack):
     refused = await http.post("/v1/chat/completions", headers=_h(chaos_stack, "acme"),
                               json=_chat(session_id=sid, priority=-100))
     _assert_openai_error(refused, 400, "unsupported_parameter")  # the program's level decides, never the client
-    forged = _chat(session_id=sid, mlfq_level=0, level=0, service_s=0.0, attained_service_s=0.0,
+    forged = _chat(session_id=sid, mlfq_level=0, level=0, service_s=0.0, attained_service_s=0.0, total_service_s=0.0,
                    tenant="globex", program_id="p-other", engine_id="e1", epoch=99)
     resp = await http.post("/v1/chat/completions", headers=_h(chaos_stack, "acme", **{"X-Tenant": "globex"}),
                            json=forged)
     assert resp.status_code == 200 and resp.json()["session_id"] == sid
     after = await _settled_service(http, chaos_stack, sid, num_calls=2)
     assert after["attained_service_s"] > before["attained_service_s"]  # grew by the call; not reset
-    assert after["promotions"] == 0
+    assert after["promotions"] == 0 and after["total_service_s"] == after["attained_service_s"]  # none to add
 
 
 async def _settled_service(http, stack, sid: str, num_calls: int) -> dict:

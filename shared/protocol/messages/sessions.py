@@ -59,7 +59,7 @@ class SessionInfo(InSession):
     name: str = ""
     workload_class: str = ""
     state: str = "open"  # "open" | "closed"
-    service_s: float = 0.0  # S_p
+    service_s: float = 0.0  # S_p (restarts at each anti-starvation promotion)
     wait_s: float = 0.0  # W_p
     level: int = 0  # MLFQ level of S_p
     epoch: int = 0  # promotions so far
@@ -69,9 +69,10 @@ class SessionInfo(InSession):
     primary_engine: str | None = None
     opened_at_ns: int = 0
     closed_at_ns: int | None = None
-    # SERPT: expected remaining service at S_p, from closed sessions of its tenant and workload
+    # SERPT: expected remaining service at total_service_s, from closed sessions of its tenant and workload
     # class (services/process_table/program_sizes.py); None until enough of them closed
     expected_remaining_s: float | None = None
     # size hints: the service per hinted remaining call of its tenant and workload class, once
     # enough of their hints were checked (shared/core/size_hints.py); None: hints not trusted yet
     hint_scale_s: float | None = None
+    total_service_s: float = 0.0  # what it has received in all, promotions included (its size so far)
