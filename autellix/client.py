@@ -103,7 +103,7 @@ def final() -> Iterator[None]:
 
 
 def headers() -> dict[str, str]:
-    """The headers the current context adds to a request (no size hint: see `request_headers`)."""
+    """The headers the current context adds to a request (the size hint aside: `add_headers`)."""
     out: dict[str, str] = {}
     session_id = _session.get()
     if session_id is not None:
@@ -118,22 +118,18 @@ def headers() -> dict[str, str]:
     return out
 
 
-def request_headers() -> dict[str, str]:
-    """The headers for one request being sent: `headers()` plus the plan's next size hint, which
-    this call uses up."""
-    out = headers()
+def add_headers(request: httpx.Request) -> None:
+    """httpx event hook (`event_hooks={"request": [add_headers]}`); a header set per call wins.
+    A request of the context's session also takes the plan's next size hint (a request that names
+    another session takes none, and uses none up)."""
+    ours = headers()
+    for name, value in ours.items():
+        request.headers.setdefault(name, value)
     plan = _plan.get()
-    if plan is not None and SESSION_HEADER in out:
+    if plan is not None and request.headers.get(SESSION_HEADER) == ours.get(SESSION_HEADER):
         left = plan.take()
         if left is not None:
-            out[REMAINING_CALLS_HEADER] = str(left)
-    return out
-
-
-def add_headers(request: httpx.Request) -> None:
-    """httpx event hook (`event_hooks={"request": [add_headers]}`); a header set per call wins."""
-    for name, value in request_headers().items():
-        request.headers.setdefault(name, value)
+            request.headers.setdefault(REMAINING_CALLS_HEADER, str(left))
 
 
 async def add_headers_async(request: httpx.Request) -> None:

@@ -54,12 +54,13 @@ def test_helper_headers_follow_the_context():
 
 
 def test_a_plan_counts_down_across_the_session_s_tasks_and_stops_when_used_up():
-    def hint() -> str | None:
-        request = httpx.Request("GET", "http://127.0.0.1/x")
+    def hint(**headers) -> str | None:
+        request = httpx.Request("GET", "http://127.0.0.1/x", headers=headers)
         client.add_headers(request)
         return request.headers.get("x-remaining-calls")
 
     with client.session("planned", remaining_calls=3):
+        assert hint(**{"X-Session-Id": "another"}) is None  # another session's call: no hint, none used up
         assert hint() == "3"
         with client.thread("left"):  # one plan for the whole session, its threads included
             assert hint() == "2"
