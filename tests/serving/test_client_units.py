@@ -53,7 +53,7 @@ def test_helper_headers_follow_the_context():
     assert hooked.event_hooks["request"][-1] is client.add_headers
 
 
-def test_a_plan_counts_down_across_the_session_s_tasks_and_stops_when_used_up():
+def test_a_plan_counts_down_across_the_session_s_threads_and_stops_when_used_up():
     def hint(**headers) -> str | None:
         request = httpx.Request("GET", "http://127.0.0.1/x", headers=headers)
         client.add_headers(request)

@@ -2,7 +2,8 @@
 a tenant's hinted sessions are checked at close, then a session view shows what one hinted call is
 worth, and a call's `remaining_calls` reaches the engine as hint x that scale; before enough were
 checked the hint changes nothing. Bad hints are 400s in the API's error format. The call that opens
-a session by naming it carries the learned rank (or its hint) like any later call."""
+a session by naming it carries the learned rank (or its hint) like any later call. The client
+helper's plan sends a hint that counts down per call."""
 
 from __future__ import annotations
 
