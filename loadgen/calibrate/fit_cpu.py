@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"profile": args.profile, "form": "t = overhead + per_token*N + per_ctx*ctx + per_pair*pairs",
            "coefficients": coef, "residuals": res,
            "engine": {k: profile.get(k) for k in ("block_size", "num_kv_blocks", "max_num_batched_tokens")},
+           # the speed of the core the profile ran on, so a later run can be read against it
+           "core_speed": profile.get("core_speed"),
            "command": "python -m loadgen.calibrate.fit_cpu " + " ".join(argv if argv is not None else
                                                                         __import__("sys").argv[1:])}
     # for the record: the stepping thread's own CPU time, which is the model's only when the engine

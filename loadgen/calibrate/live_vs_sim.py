@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadgen.calibrate import core_speed
 from loadgen.calibrate.fit_cpu import fit, predict, read_steps
 from loadgen.calibrate.real_driver import RealEngineDriver
 from loadgen.calibrate.real_stack import start_real_stack
@@ -62,15 +63,20 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             warm = await driver.run(list(warmup), None, drain_timeout_s) if warmup else []
             if any(not r.ok for r in warm):
                 raise RuntimeError(f"warm-up failed: {sorted({r.error for r in warm if r.error})[:3]}")
-            if step_log is not None:
+            if step_log is not None:  # the warm-up's steps kept aside: the engine's speed just before the run
+                warmup_log(step_log).write_bytes(step_log.read_bytes() if step_log.exists() else b"")
                 step_log.write_bytes(b"")  # the engine appends: its next line starts the measured run
+            # the worker's core, probed with the stack idle just before and just after the run
+            worker_cpu = min(cpu_placement.worker_cpus(*stack.process_roots()) or {0})
+            speed_before = await asyncio.to_thread(core_speed.probe, worker_cpu)
             if stack.nats_url:
                 await sampler.start(stack.nats_url)
             t0 = time.perf_counter()
             records = await driver.run(programs, None, drain_timeout_s)
+            wall = time.perf_counter() - t0
+            speed = core_speed.around(speed_before, await asyncio.to_thread(core_speed.probe, worker_cpu))
         finally:
             await driver.close()
-        wall = time.perf_counter() - t0
     finally:
         regime = await sampler.stop()
         await asyncio.to_thread(stack.stop)
@@ -84,10 +90,29 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             "prompt_tokens": sum(r.prompt_tokens for r in records), "cached_tokens": sum(r.cached_tokens for r in records),
             "calls": sum(r.num_calls for r in records),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_placement": placed,
+            "core_speed": speed,
             "warmup_programs": len(warmup),
             # each program's own figures, so a difference between policies can be traced to programs
             "per_program": [{"program_id": r.program_id, "response_s": round(r.response_s, 4),
                              "output_tokens": r.output_tokens, "calls": r.num_calls} for r in records if r.ok]}
+
+
+def warmup_log(step_log: Path) -> Path:
+    return step_log.with_name(step_log.stem + "-warmup.jsonl")
+
+
+def steps_over_fit(steps: list[dict], fit_path: str) -> float:
+    coef = json.loads(Path(fit_path).read_text())["coefficients"]
+    return sum(s["duration_s"] for s in steps) / sum(predict(coef, s) for s in steps)
+
+
+def warmup_speed(step_log: Path, fit_path: str) -> dict | None:
+    """The warm-up programs' steps (run on the same engine just before the measured ones, never
+    measured themselves) over the fit's prediction: the engine's speed at the start of the run."""
+    steps = read_steps(str(warmup_log(step_log)))["steps"] if warmup_log(step_log).exists() else []
+    if not steps:
+        return None
+    return {"step_log": str(warmup_log(step_log)), "num_steps": len(steps), "steps_over_fit": steps_over_fit(steps, fit_path)}
 
 
 def live_steps(step_log: Path, wall_s: float, fit_path: str | None) -> dict:
@@ -98,9 +123,7 @@ def live_steps(step_log: Path, wall_s: float, fit_path: str | None) -> dict:
     out = {"step_log": str(step_log), "num_steps": len(steps), "sum_step_s": total,
            "mean_step_ms": total / len(steps) * 1e3, "step_time_share_of_wall": total / wall_s if wall_s else None}
     if fit_path:
-        coef = json.loads(Path(fit_path).read_text())["coefficients"]
-        predicted = sum(predict(coef, s) for s in steps)
-        out.update({"fit": fit_path, "sum_predicted_s": predicted, "live_over_fit": total / predicted})
+        out.update({"fit": fit_path, "live_over_fit": steps_over_fit(steps, fit_path)})
     return out
 
 
@@ -124,6 +147,19 @@ def wall_fit_cost(fit_path: str, preset: str) -> CostModel:
     """The preset with another fit_cpu JSON's wall-time coefficients (e.g. a profile made on the
     same host just before the live runs)."""
     return _with_terms(preset, json.loads(Path(fit_path).read_text())["coefficients"])
+
+
+def scaled_fit_cost(fit_path: str, preset: str, factor: float) -> CostModel:
+    """The fit's four terms, each times `factor` (the engine or core slower by that much)."""
+    coefficients = json.loads(Path(fit_path).read_text())["coefficients"]
+    return _with_terms(preset, {t: c * factor for t, c in coefficients.items()})
+
+
+def core_slowdown(fit_path: str, run_speed: dict) -> float | None:
+    """How much slower the worker's core ran for this run than for the profile (both probed,
+    `core_speed`), or None when the fit carries no probe (an older profile)."""
+    reference = json.loads(Path(fit_path).read_text()).get("core_speed")
+    return core_speed.slowdown(run_speed, reference) if reference else None
 
 
 def _expected(programs, program_id: str) -> int:
@@ -198,6 +234,19 @@ async def run(args) -> dict:
             label = f"{'fit' if args.fit else args.preset}+path {args.call_path_ms:g} ms"
             presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,
                                                           args.preset, shape, cutoff_s, fit_cost)
+        if args.fit and args.call_path_ms is not None:
+            # the fit scaled by the speed measured just before the run (never by the run's own steps)
+            factors = {"core speed": core_slowdown(args.fit, live[pol]["core_speed"])}
+            warm = warmup_speed(step_log, args.fit) if step_log is not None else None
+            if warm is not None:
+                live[pol]["warmup_steps"] = warm
+                factors["warm-up speed"] = warm["steps_over_fit"]
+            live[pol]["core_slowdown_vs_profile"] = factors["core speed"]
+            for what, factor in factors.items():
+                if factor is not None:
+                    presets.setdefault(f"fit x {what}+path {args.call_path_ms:g} ms", {})[pol] = simulate(
+                        with_call_path(programs, args.call_path_ms / 1e3), pol, args.preset, shape, cutoff_s,
+                        scaled_fit_cost(args.fit, args.preset, factor))
         if own_cost is not None and args.call_path_ms is not None:
             label = f"own steps+path {args.call_path_ms:g} ms (in-sample)"
             presets.setdefault(label, {})[pol] = simulate(with_call_path(programs, args.call_path_ms / 1e3), pol,

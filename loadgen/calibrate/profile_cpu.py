@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from loadgen.calibrate import core_speed
+from runtime import cpu_placement
 from shared.engine.tiny_model import make_tiny_model
 
 # the same flags as TINY_MODEL_VLLM_ARGS (services/engine_agent/vllm_main.py), as engine kwargs
@@ -117,7 +119,7 @@ class Profiler:
         self.drain()
 
 
-def run_profile(reps: int, seed: int, engine_core: str = "child", note: str = "") -> dict:
+def run_profile(reps: int, seed: int, engine_core: str = "child", note: str = "", placement: str = "float") -> dict:
     from shared.engine import vllm_cpu  # imports vLLM
 
     folder = make_tiny_model(os.environ.get("ENGINE_TINY_MODEL_DIR", "/tmp/autellix-tiny-model"))
@@ -128,6 +130,11 @@ def run_profile(reps: int, seed: int, engine_core: str = "child", note: str = ""
         engine = vllm_cpu.ChildProcessTimedEngine(str(folder), log, **TINY_ENGINE_KWARGS)
     else:
         engine = vllm_cpu.TimedEngine(str(folder), **TINY_ENGINE_KWARGS)
+    # the live stack's placement (`live_vs_sim --placement`), so the profile times the steps the
+    # way they run there: under `engine-alone` the engine core takes turns with its worker on one core
+    placed = cpu_placement.place(placement, (os.getpid(),))
+    worker_cpu = min(cpu_placement.worker_cpus(os.getpid()) or {0})
+    speed_before = core_speed.probe(worker_cpu)
     prof = Profiler(engine, seed)
     load_before = os.getloadavg()
     prof.mark("warmup")
@@ -147,11 +154,15 @@ def run_profile(reps: int, seed: int, engine_core: str = "child", note: str = ""
         prof.mark("mixed")
         for batch, ctx, new in MIXED:
             prof.mixed(batch, ctx, new)
+    speed = core_speed.around(speed_before, core_speed.probe(worker_cpu))
     steps = [s for s in prof.labelled_steps() if s["scenario"] != "warmup"]
+    cpu_placement.pin_threads(os.getpid(), cpu_placement.every_cpu())  # the caller's process, unpinned again
     return {
         "what": "vLLM CPU engine core steps on the tiny model (autellix up --backend vllm --model tiny)",
         "engine_kwargs": {k: v for k, v in TINY_ENGINE_KWARGS.items()},
         "engine_core": engine_core,
+        "cpu_placement": placed,
+        "core_speed": speed,  # the worker's core, probed before and after (loadgen/calibrate/core_speed.py)
         # vLLM's CPU defaults for this model, as the engine logged them (and the in-process run read them)
         "block_size": 128, "num_kv_blocks": 2048, "max_num_batched_tokens": 4096, "max_num_seqs": 256,
         "prefix_caching": True,
@@ -170,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engine-core", choices=("child", "inprocess"), default="child")
+    p.add_argument("--placement", choices=cpu_placement.PLACEMENTS, default="float",
+                   help="where the engine core runs, as `live_vs_sim --placement` puts it live (child engine core only)")
     p.add_argument("--note", default="", help="what to record about the host (e.g. what else ran on it)")
     args = p.parse_args(argv)
-    result = run_profile(args.reps, args.seed, args.engine_core, args.note)
+    if args.placement != "float" and args.engine_core != "child":
+        p.error("--placement needs --engine-core child: in process, the engine core is this driver")
+    result = run_profile(args.reps, args.seed, args.engine_core, args.note, args.placement)
     result["command"] = "python -m loadgen.calibrate.profile_cpu " + " ".join(argv if argv is not None else
                                                                                 sys.argv[1:])
     Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """`python -m loadgen.calibrate.live_vs_sim` at a tiny size, end to end on a real engine: the warm-up
 programs run before the clock (the step log then holds the measured run only), the placement is
-applied and recorded, the run is simulated again on a fit of its own steps, and the driver's own
-process is left unpinned for the next stack. No timing is asserted."""
+applied and recorded, the run is simulated again on a fit of its own steps and on the fit scaled by
+the speed measured just before it, and the driver's own process is left unpinned for the next stack. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -21,10 +21,16 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     steps = tmp_path / "steps"
     steps.mkdir()
     out = tmp_path / "result.json"
+    # a fit as profile_cpu + fit_cpu write it, with the core's speed when it was profiled
+    probe = {"cpu": 0, "ns_per_iteration": 50.0, "min": 50.0, "max": 50.0, "trials": 1}
+    fit_path = tmp_path / "fit.json"
+    fit_path.write_text(json.dumps({"coefficients": {"overhead_s": 2e-3, "s_per_token": 2e-5, "s_per_ctx_token": 1e-7,
+                                                     "s_per_pair": 2e-8},
+                                    "core_speed": {"before": probe, "after": probe, "ns_per_iteration": 50.0}}))
     code = live_vs_sim_main(["--workload", "chatbot", "--programs", "1", "--rate", "1", "--token-scale", "16",
                              "--max-num-seqs", "2", "--policies", "fcfs", "--warmup-programs", "1",
                              "--placement", "engine-alone", "--step-log-dir", str(steps), "--call-path-ms", "32",
-                             "--json", str(out)])
+                             "--fit", str(fit_path), "--json", str(out)])
     assert code == 0
     result = json.loads(out.read_text())
     live = result["live"]["fcfs"]
@@ -45,4 +51,12 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     assert set(live["steps"]["own_fit"]) == {"overhead_s", "s_per_token", "s_per_ctx_token", "s_per_pair"}
     in_sample = result["sim_other_presets"]["own steps+path 32 ms (in-sample)"]
     assert in_sample["sim"]["fcfs"]["completed_programs"] == 1
+    # the engine's speed measured just before the run scales the fit: the worker's core, probed
+    # around the run, and the warm-up's steps (kept aside, never the measured program's)
+    speed = live["core_speed"]
+    assert set(placed["worker_cpus"]) == {speed["before"]["cpu"]} and speed["ns_per_iteration"] > 0
+    assert live["core_slowdown_vs_profile"] == pytest.approx(speed["ns_per_iteration"] / 50.0)
+    assert live["warmup_steps"]["num_steps"] >= 1 and live["warmup_steps"]["steps_over_fit"] > 0
+    for scaled in ("fit x core speed+path 32 ms", "fit x warm-up speed+path 32 ms"):
+        assert result["sim_other_presets"][scaled]["sim"]["fcfs"]["completed_programs"] == 1
     assert os.sched_getaffinity(0) == cpu_placement.every_cpu()
