@@ -9,6 +9,11 @@ API with token-exact prompts and `ignore_eos` (`real_driver`), Poisson arrivals.
 same programs and arrival times on the lite engine with the fitted `tiny-cpu` preset and the real
 engine's limits (`sim_side`), counting the programs that finished by the same drain cutoff. Both
 sides report mean normalized latency and program completion time (p50, p99).
+
+With `--fit` and `--call-path-ms`, the fit is also scaled by a speed measured outside the measured
+run: the worker's core probed around it against the profile's probe (`core_speed`), and the
+warm-up programs' steps against the fit. On the 2-core VMs neither carried the run's speed; a
+profile taken just before each run did (docs/results/real_validation/profiled/README.md).
 """
 
 from __future__ import annotations
@@ -300,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="tiny-cpu")
     p.add_argument("--also-presets", default="", help="more presets to simulate beside --preset (comma list)")
     p.add_argument("--fit", default=None,
-                   help="a fit_cpu JSON: also simulate with its wall-time coefficients (e.g. this host's own profile)")
+                   help="a fit_cpu JSON: also simulate with its wall-time coefficients (e.g. this host's own "
+                        "profile, taken with the same --placement), and with them scaled by the speed measured "
+                        "before the run (the core probe; the warm-up's steps)")
     p.add_argument("--call-path-ms", type=float, default=None,
                    help="also simulate with this fixed latency per call outside the engine (the mesh's path, "
                         "measured on its own, e.g. by loadgen.live.real_overhead), on --fit's terms if given")

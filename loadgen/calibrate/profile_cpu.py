@@ -13,6 +13,8 @@ its steps were 10x slower than the live engine's on the same loaded machine). Sc
 - decode: B prompts of C tokens, then steps where all B decode (context B x C summed);
 - mixed: decoders running while a new prompt's chunk joins their steps.
 Every step's record (duration, tokens, decode contexts, prefill chunks) is kept; `fit_cpu` fits them.
+`--placement engine-alone` profiles the engine core beside its worker, as `live_vs_sim --placement
+engine-alone` runs it live. The worker's core is probed before and after (`core_speed`).
 """
 
 from __future__ import annotations

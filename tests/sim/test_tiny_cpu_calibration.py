@@ -12,7 +12,13 @@ import pytest
 
 from loadgen.calibrate.exact_prompts import segment_text
 from loadgen.calibrate.fit_cpu import TERMS, fit, predict
-from loadgen.calibrate.live_vs_sim import compare, engine_speeds, wall_fit_cost
+from loadgen.calibrate.live_vs_sim import (
+    compare,
+    core_slowdown,
+    engine_speeds,
+    scaled_fit_cost,
+    wall_fit_cost,
+)
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
 from loadgen.calibrate.scaled import shrink
 from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
@@ -41,6 +47,17 @@ def test_another_fit_file_replaces_exactly_the_fitted_terms():
     assert same.fitted_attn_read_s_per_token == pytest.approx(preset.fitted_attn_read_s_per_token, rel=1e-4)
     assert same.fitted_attn_pair_s == pytest.approx(preset.fitted_attn_pair_s, rel=1e-4)
     assert same.num_kv_blocks == preset.num_kv_blocks
+
+
+def test_a_speed_factor_scales_every_fitted_term_and_nothing_else():
+    fit_path = str(ROOT / "docs" / "results" / "tiny_cpu_fit.json")
+    base = wall_fit_cost(fit_path, "tiny-cpu").preset
+    slower = scaled_fit_cost(fit_path, "tiny-cpu", 1.25).preset
+    for term in ("step_overhead_s", "linear_s_per_token", "fitted_attn_read_s_per_token", "fitted_attn_pair_s"):
+        assert getattr(slower, term) == pytest.approx(1.25 * getattr(base, term)), term
+    assert slower.num_kv_blocks == base.num_kv_blocks
+    # a fit from before the core probe carries no reading: no core-speed scaling is offered
+    assert core_slowdown(fit_path, {"ns_per_iteration": 60.0}) is None
 
 
 def test_a_call_path_delays_every_call_and_only_that():
