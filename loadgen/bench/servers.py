@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from runtime import ports
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
