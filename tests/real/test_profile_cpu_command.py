@@ -1,5 +1,6 @@
 """`python -m loadgen.calibrate.profile_cpu` on a real engine: the profile runs under the live stack's
-CPU placement and records it, and a placement it cannot apply is refused before an engine starts.
+CPU placement and records it (and the speed of the worker's core, which the fit carries on), and a
+placement it cannot apply is refused before an engine starts.
 No timing is asserted."""
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ def test_a_profile_under_engine_alone_records_where_the_engine_core_ran(tmp_path
     scenarios = {step["scenario"] for step in profile["steps"]}
     assert scenarios == {"prefill", "cached", "decode", "mixed"}
     assert "--placement engine-alone" in profile["command"]
+    # the worker's core probed around the profile, and the fit carries the reading
+    assert profile["core_speed"]["before"]["cpu"] in placed["worker_cpus"]
+    fitted = tmp_path / "fit.json"
+    done = subprocess.run([sys.executable, "-m", "loadgen.calibrate.fit_cpu", str(out), "--json", str(fitted)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(fitted.read_text())["core_speed"] == profile["core_speed"]
 
 
 def test_a_placement_without_a_child_engine_core_is_refused():
