@@ -26,7 +26,7 @@ async def serve(settings: ControllerSettings, stop: asyncio.Event | None = None)
 
 
 def main() -> int:
-    return run_mesh_service(SERVICE_NAME, ControllerSettings(), serve, loop=asyncio.run)
+    return run_mesh_service(SERVICE_NAME, ControllerSettings(), serve)
 
 
 if __name__ == "__main__":

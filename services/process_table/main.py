@@ -43,7 +43,7 @@ async def serve(settings: ProcessTableSettings, stop: asyncio.Event | None = Non
 
 
 def main() -> int:
-    return run_mesh_service(SERVICE_NAME, ProcessTableSettings(), serve, loop=asyncio.run)
+    return run_mesh_service(SERVICE_NAME, ProcessTableSettings(), serve)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """run_service: logging and the unknown-variable report first, then the service to its end."""
 
 import gc
+import importlib
+
+import pytest
 
 from shared.service_process import freeze_startup_heap, run_service
 from shared.settings import MeshSettings
@@ -35,3 +38,27 @@ def test_freeze_moves_the_heap_out_of_the_collector():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_coroutine_service_runs_on_uvloop_by_default():
+    import asyncio
+
+    import uvloop
+    loops = []
+
+    async def serve(settings):
+        loops.append(type(asyncio.get_running_loop()))
+
+    assert run_service("t", MeshSettings(), serve) == 0
+    assert loops == [uvloop.Loop]
+
+
+@pytest.mark.parametrize(("service", "entry"), [("process_table", "main"), ("controller", "main"), ("router", "run")])
+def test_every_mesh_service_keeps_the_default_loop(service, entry, monkeypatch):
+    """One event loop for every service: none of their mains overrides run_service's."""
+    main = importlib.import_module(f"services.{service}.main")
+    calls = []
+    monkeypatch.setenv("DATABASE_URL", "postgresql://autellix@localhost/autellix")  # read, never connected
+    monkeypatch.setattr(main, "run_mesh_service", lambda *args, **options: calls.append(options) or 0)
+    getattr(main, entry)()
+    assert calls == [{}]
