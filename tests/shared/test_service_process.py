@@ -1,9 +1,11 @@
 """run_service: logging and the unknown-variable report first, then the service to its end."""
 
+import asyncio
 import gc
 import importlib
 
 import pytest
+import uvloop
 
 from shared.service_process import freeze_startup_heap, run_service
 from shared.settings import MeshSettings
@@ -17,7 +19,6 @@ def test_runs_a_coroutine_service_on_the_given_loop_after_the_report():
 
     def loop(coro):
         order.append("loop")
-        import asyncio
         asyncio.run(coro)
 
     assert run_service("t", MeshSettings(), serve, report_unknown=lambda s: order.append("report"), loop=loop) == 0
@@ -41,9 +42,6 @@ def test_freeze_moves_the_heap_out_of_the_collector():
 
 
 def test_a_coroutine_service_runs_on_uvloop_by_default():
-    import asyncio
-
-    import uvloop
     loops = []
 
     async def serve(settings):
