@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from runtime import ports
+from runtime.ports import free_port, wait_for_tcp
+
+__all__ = ["free_port", "start_module", "stop", "wait_port"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    return ports.free_port()
-
-
 def wait_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listened on port {port} within {timeout_s:g} s") from None
-            time.sleep(0.1)
+    """Until `proc` listens on `port`; RuntimeError (with its exit code) if it dies first."""
+    try:
+        wait_for_tcp("127.0.0.1", port, timeout_s, alive=lambda: proc.poll() is None)
+    except RuntimeError:
+        raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before listening on {port}") from None
 
 
 def start_module(module: str, *args: str, env: dict | None = None, ready_line: str | None = None,

@@ -12,8 +12,9 @@ sides report mean normalized latency and program completion time (p50, p99).
 
 With `--fit` and `--call-path-ms`, the fit is also scaled by a speed measured outside the measured
 run: the worker's core probed around it against the profile's probe (`core_speed`), and the
-warm-up programs' steps against the fit. On the 2-core VMs neither carried the run's speed; a
-profile taken just before each run did (docs/results/real_validation/profiled/README.md).
+warm-up programs' steps against the fit. On the 2-core VMs neither carried the run's speed, and
+a profile taken just before each run did in one session but not in the next
+(docs/results/real_validation/profiled/README.md).
 """
 
 from __future__ import annotations
