@@ -45,6 +45,7 @@ from loadgen.workloads.registry import WORKLOADS
 from loadgen.workloads.spec import ProgramSpec
 from runtime import cpu_placement
 from shared.engine.cost_model import CostModel, get_preset
+from shared.engine.step_log import calls_path
 
 
 async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_timeout_s: float,
@@ -72,6 +73,8 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             if step_log is not None:  # the warm-up's steps kept aside: the engine's speed just before the run
                 warmup_log(step_log).write_bytes(step_log.read_bytes() if step_log.exists() else b"")
                 step_log.write_bytes(b"")  # the engine appends: its next line starts the measured run
+                Path(calls_path(str(step_log))).write_bytes(b"")
+                driver.call_times.clear()
             # the worker's core, probed with the stack idle just before and just after the run
             worker_cpu = min(cpu_placement.worker_cpus(*stack.process_roots()) or {0})
             speed_before = await asyncio.to_thread(core_speed.probe, worker_cpu)
@@ -80,6 +83,8 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
             t0 = time.perf_counter()
             records = await driver.run(programs, None, drain_timeout_s)
             wall = time.perf_counter() - t0
+            if step_log is not None:  # the calls at the client, beside the engine's calls log
+                client_calls_log(step_log).write_text("".join(json.dumps(c) + "\n" for c in driver.call_times))
             speed = core_speed.around(speed_before, await asyncio.to_thread(core_speed.probe, worker_cpu))
         finally:
             await driver.close()
@@ -105,6 +110,10 @@ async def run_live(programs, policy: str, max_num_seqs: int, port: int, drain_ti
 
 def warmup_log(step_log: Path) -> Path:
     return step_log.with_name(step_log.stem + "-warmup.jsonl")
+
+
+def client_calls_log(step_log: Path) -> Path:
+    return step_log.with_name(step_log.stem + "-client-calls.jsonl")
 
 
 def steps_over_fit(steps: list[dict], fit_path: str) -> float:

@@ -73,11 +73,11 @@ class LiveDriver:
     def __init__(self, base_url: str, api_key: str, model: str = "autellix-lite", timeout_s: float = 600.0,
                  max_retries: int = 2, tool_hints: bool = False, extra_body: dict | None = None,
                  messages_for=call_messages, size_hints: bool = False) -> None:
-        self.tool_hints = tool_hints
+        self.tool_hints = tool_hints  # send X-Next-Tool: the tool the program runs after each call
         # send X-Remaining-Calls: the program's calls not finished yet, this one included (the
         # simulator's exact-plan client, loadgen/sim/size_hints.py)
         self.size_hints = size_hints
-        self.messages_for = messages_for  # (call, outputs) -> the chat messages of the call  # send X-Next-Tool: the tool the program runs after each call
+        self.messages_for = messages_for  # (call, outputs) -> the chat messages of the call
         # more request fields, e.g. {"ignore_eos": True} so a real model's calls run their full length
         self.extra_body = extra_body
         root = base_url.rstrip("/").removesuffix("/v1")
@@ -88,6 +88,9 @@ class LiveDriver:
         self.model = model
         self.progress = LiveProgress()
         self._t0 = time.perf_counter()
+        # each finished call's times at the client on the system's monotonic clock (an engine's
+        # calls log, shared.engine.step_log, uses the same one): sent, first token, end
+        self.call_times: list[dict] = []
 
     def now_s(self) -> float:
         return time.perf_counter() - self._t0
@@ -190,7 +193,8 @@ class LiveDriver:
             headers["X-Remaining-Calls"] = str(remaining_calls)
         self.progress.calls_in_flight += 1
         pieces: list[str] = []
-        tokens = cached = 0
+        tokens = cached = prompt_tokens = 0
+        sent_s, first_s = time.monotonic(), None
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=self.messages_for(call, outputs), max_tokens=call.output_tokens,
@@ -198,14 +202,18 @@ class LiveDriver:
                 extra_body=self.extra_body)
             async for chunk in stream:
                 if chunk.usage is not None:
-                    tokens = chunk.usage.completion_tokens
+                    tokens, prompt_tokens = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
                     details = chunk.usage.prompt_tokens_details
                     cached = (details.cached_tokens or 0) if details is not None else 0
                 for choice in chunk.choices:
                     if choice.delta.content:
+                        first_s = first_s or time.monotonic()
                         pieces.append(choice.delta.content)
         finally:
             self.progress.calls_in_flight -= 1
+        self.call_times.append({"session_id": session_id, "call_id": call.call_id, "thread_id": call.thread_id,
+                                "prompt_tokens": prompt_tokens, "output_tokens": tokens, "sent_s": sent_s,
+                                "first_token_s": first_s, "end_s": time.monotonic()})
         self.progress.calls_done += 1
         self.progress.tokens += tokens
         return "".join(pieces), tokens, cached

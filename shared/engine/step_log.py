@@ -10,13 +10,27 @@ vLLM's async scheduling, on GPUs, the next step is scheduled while one runs, so 
 profiler's engine (`loadgen.calibrate.profile_cpu`) and from a live engine (`ENGINE_STEP_LOG`), so
 `loadgen.calibrate.fit_cpu` fits either. No vLLM import: the scheduler and its output are read by
 their attributes.
+
+A live engine also writes one line per finished call beside it (`calls_path`), on the same
+monotonic clock as the steps and the load driver, so a call's time at the client can be split into
+the path to the engine, its time in the engine, and the path back:
+
+    {"request_id": ..., "thread_id": "main", "prompt_tokens": 412, "output_tokens": 50,
+     "added_s": ..., "first_token_s": ..., "finish_s": ..., "wait_s": 0.8, "preemptions": 0}
 """
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, TextIO
+
+
+def calls_path(step_log: str) -> str:
+    """Where a step log's per-call lines go: `x.jsonl` -> `x-calls.jsonl`."""
+    p = Path(step_log)
+    return str(p.with_name(p.stem + "-calls" + (p.suffix or ".jsonl")))
 
 
 def scheduled_work(sched: Any, so: Any) -> tuple[int, int, list[tuple[int, int]]]:
@@ -41,6 +55,8 @@ class StepLog:
         self.path = path
         self._file: TextIO = open(path, "a", buffering=1)  # noqa: SIM115 (open for the engine's life)
         self._pending: dict[int, tuple[float, float, tuple[int, int, list[tuple[int, int]]]]] = {}
+        self._calls: TextIO | None = None  # opened on the first call: the profiler's engine logs steps only
+        self._added_s: dict[str, float] = {}
 
     def started(self, so: Any, sched: Any, t0: float, cpu0: float) -> None:
         """`schedule()` began at monotonic `t0` (thread CPU `cpu0`) and returned `so`."""
@@ -58,3 +74,20 @@ class StepLog:
         self._file.write(json.dumps({
             "end_s": end, "duration_s": end - t0, "thread_cpu_s": time.thread_time() - cpu0, "tokens": tokens,
             "decode_ctx": decode_ctx, "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}) + "\n")
+
+    def call_added(self, request_id: str) -> None:
+        """The scheduler took the request now (monotonic)."""
+        self._added_s[request_id] = time.monotonic()
+
+    def call_finished(self, request_id: str, call: Any) -> None:
+        """A call the scheduler tracked (`CallState`: its thread, tokens, first token, finish and
+        closed waiting time) left the engine: its line in the calls file."""
+        added = self._added_s.pop(request_id, None)
+        if added is None:
+            return
+        if self._calls is None:
+            self._calls = open(calls_path(self.path), "a", buffering=1)  # noqa: SIM115 (the engine's life)
+        self._calls.write(json.dumps({
+            "request_id": request_id, "thread_id": call.thread_id, "prompt_tokens": call.prompt_tokens,
+            "output_tokens": call.output_tokens, "added_s": added, "first_token_s": call.first_token_s,
+            "finish_s": call.finish_s, "wait_s": call.wait_s, "preemptions": call.preemptions}) + "\n")

@@ -1,7 +1,8 @@
 """`python -m loadgen.calibrate.live_vs_sim` at a tiny size, end to end on a real engine: the warm-up
 programs run before the clock (the step log then holds the measured run only), the placement is
 applied and recorded, the run is simulated again on a fit of its own steps and on the fit scaled by
-the speed measured just before it, and the driver's own process is left unpinned for the next stack. No timing is asserted."""
+the speed measured just before it, each call is logged at the client and in the engine, and the
+driver's own process is left unpinned for the next stack. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 
 import pytest
 
+from loadgen.calibrate.call_split import match, read_lines, split
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
 from runtime import cpu_placement
 from tests.vllm.needs_vllm import require_vllm
@@ -60,3 +62,13 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     for scaled in ("fit x core speed+path 32 ms", "fit x warm-up speed+path 32 ms"):
         assert result["sim_other_presets"][scaled]["sim"]["fcfs"]["completed_programs"] == 1
     assert os.sched_getaffinity(0) == cpu_placement.every_cpu()
+    # each measured call at the client and in the engine, on one clock, matched one to one
+    # (the warm-up's calls are not in either file)
+    client = read_lines(str(steps / "chatbot-fcfs-steps-client-calls.jsonl"))
+    engine = read_lines(str(steps / "chatbot-fcfs-steps-calls.jsonl"))
+    assert len(client) == len(engine) == program["calls"]
+    rows = split(match(client, engine))
+    assert len(rows) == program["calls"]
+    for r in rows:
+        assert r["to_engine_s"] >= 0 and r["back_s"] >= 0 and 0 <= r["waiting_s"] <= r["in_engine_s"]
+        assert r["to_engine_s"] + r["in_engine_s"] + r["back_s"] == pytest.approx(r["total_s"])

@@ -27,6 +27,8 @@ class BatchMixin:
             for seq, n in chunks.items():
                 duration += prefill_attention_s(n, seq.computed + n)
         duration += self._step_swap_s
+        if self.config.speed_trace is not None:
+            duration *= self.config.speed_trace.at(now_s)
         end_s = now_s + duration
 
         emitted = dict.fromkeys(self.decoding, 1) if num_dec else {}

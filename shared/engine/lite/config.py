@@ -10,6 +10,7 @@ from shared.core.starvation import StarvationConfig
 from shared.core.tool_profiles import ToolProfileConfig
 from shared.engine.cost_model import DEFAULT_PRESET, get_preset
 from shared.engine.program_sched import KV_VICTIM_RULES, SchedulerSettings
+from shared.engine.speed_trace import SpeedTrace
 
 _SCHED = SchedulerSettings()  # the scheduling knobs' defaults: the vLLM scheduler class's own
 
@@ -60,6 +61,9 @@ class LiteEngineConfig:
     # workflow-aware KV retention (docs/design/kv_retention.md); None: off, plain prefix-cache LRU
     kv_retention: RetentionConfig | None = None
     tool_profiles: ToolProfileConfig = field(default_factory=ToolProfileConfig)
+    # the host's speed over time (each step's modeled time times the factor where it starts);
+    # None: the cost model's constant speed
+    speed_trace: SpeedTrace | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _parse(BatchingMode, self.mode, "batching mode"))
