@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.calibrate.fit_cpu import predict
-from loadgen.calibrate.speed_windows import speed_trace
+from loadgen.calibrate.speed_windows import mean_loop_gap_s, speed_trace
 
 COEF = {"overhead_s": 2e-3, "s_per_token": 1e-5, "s_per_ctx_token": 1e-7, "s_per_pair": 0.0}
 
@@ -42,3 +42,14 @@ def test_a_window_with_too_few_steps_takes_factor_1():
 def test_no_steps_is_refused():
     with pytest.raises(ValueError, match="at least one live step"):
         speed_trace([], COEF, 10.0, 0.0)
+
+
+def test_the_loop_gap_is_the_mean_gap_between_back_to_back_steps():
+    steps = []
+    t = 100.0
+    for gap in (0.0002, 0.0004, 2.0, 0.0003):  # 2 s: the engine waited for work, not its loop
+        t += gap
+        steps.append({"duration_s": 0.003, "end_s": t + 0.003})
+        t += 0.003
+    assert mean_loop_gap_s(steps) == pytest.approx((0.0004 + 0.0003) / 2)
+    assert mean_loop_gap_s(steps[:1]) == 0.0

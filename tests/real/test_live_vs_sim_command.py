@@ -12,6 +12,7 @@ import os
 import pytest
 
 from loadgen.calibrate.call_split import match, read_lines, split
+from loadgen.calibrate.insample_resim import main as insample_main
 from loadgen.calibrate.live_vs_sim import main as live_vs_sim_main
 from runtime import cpu_placement
 from tests.vllm.needs_vllm import require_vllm
@@ -72,3 +73,12 @@ def test_a_tiny_live_vs_sim_run_warms_up_places_and_compares(tmp_path):
     for r in rows:
         assert r["to_engine_s"] >= 0 and r["back_s"] >= 0 and 0 <= r["waiting_s"] <= r["in_engine_s"]
         assert r["to_engine_s"] + r["in_engine_s"] + r["back_s"] == pytest.approx(r["total_s"])
+    # the run simulated again in-sample: its speed per window, its loop gap, each call's own path
+    again = tmp_path / "insample.json"
+    assert insample_main(["--run", "1", "fcfs", str(out), str(steps / "chatbot-fcfs-steps.jsonl"),
+                          "--windows", "10", "--json", str(again)]) == 0
+    run = json.loads(again.read_text())["runs"]["1"]["fcfs"]
+    assert run["measured_paths"]["matched_calls"] == run["measured_paths"]["calls"] == program["calls"]
+    assert run["loop_gap_ms"] >= 0
+    assert {"constant", "constant + loop gap", "10 s windows", "measured paths"} <= set(run["sim"])
+    assert all(v["completed_programs"] == 1 for v in run["sim"].values())
