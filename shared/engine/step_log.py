@@ -15,7 +15,7 @@ A live engine also writes one line per finished call beside it (`calls_path`), o
 monotonic clock as the steps and the load driver, so a call's time at the client can be split into
 the path to the engine, its time in the engine, and the path back:
 
-    {"request_id": ..., "thread_id": "main", "prompt_tokens": 412, "output_tokens": 50,
+    {"request_id": ..., "call_id": ..., "thread_id": "main", "prompt_tokens": 412, "output_tokens": 50,
      "added_s": ..., "first_token_s": ..., "finish_s": ..., "wait_s": 0.8, "preemptions": 0}
 """
 
@@ -56,7 +56,7 @@ class StepLog:
         self._file: TextIO = open(path, "a", buffering=1)  # noqa: SIM115 (open for the engine's life)
         self._pending: dict[int, tuple[float, float, tuple[int, int, list[tuple[int, int]]]]] = {}
         self._calls: TextIO | None = None  # opened on the first call: the profiler's engine logs steps only
-        self._added_s: dict[str, float] = {}
+        self._added: dict[str, tuple[float, str | None]] = {}  # request id -> (taken at, the mesh's call id)
 
     def started(self, so: Any, sched: Any, t0: float, cpu0: float) -> None:
         """`schedule()` began at monotonic `t0` (thread CPU `cpu0`) and returned `so`."""
@@ -75,19 +75,20 @@ class StepLog:
             "end_s": end, "duration_s": end - t0, "thread_cpu_s": time.thread_time() - cpu0, "tokens": tokens,
             "decode_ctx": decode_ctx, "num_decodes": tokens - sum(n for n, _ in chunks), "chunks": chunks}) + "\n")
 
-    def call_added(self, request_id: str) -> None:
-        """The scheduler took the request now (monotonic)."""
-        self._added_s[request_id] = time.monotonic()
+    def call_added(self, request_id: str, call_id: str | None = None) -> None:
+        """The scheduler took the request now (monotonic); `call_id`: the mesh's id for it, if any."""
+        self._added[request_id] = (time.monotonic(), call_id)
 
     def call_finished(self, request_id: str, call: Any) -> None:
         """A call the scheduler tracked (`CallState`: its thread, tokens, first token, finish and
         closed waiting time) left the engine: its line in the calls file."""
-        added = self._added_s.pop(request_id, None)
-        if added is None:
+        taken = self._added.pop(request_id, None)
+        if taken is None:
             return
+        added, call_id = taken
         if self._calls is None:
             self._calls = open(calls_path(self.path), "a", buffering=1)  # noqa: SIM115 (the engine's life)
         self._calls.write(json.dumps({
-            "request_id": request_id, "thread_id": call.thread_id, "prompt_tokens": call.prompt_tokens,
+            "request_id": request_id, "call_id": call_id, "thread_id": call.thread_id, "prompt_tokens": call.prompt_tokens,
             "output_tokens": call.output_tokens, "added_s": added, "first_token_s": call.first_token_s,
             "finish_s": call.finish_s, "wait_s": call.wait_s, "preemptions": call.preemptions}) + "\n")

@@ -116,7 +116,7 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
         if problem is None:
             self._on_admit(request, call)
         if self._step_log is not None:
-            self._step_log.call_added(request.request_id)
+            self._step_log.call_added(request.request_id, meta.call_id)
         super().add_request(request)
         if problem is not None:
             self._reject(request, problem)

@@ -50,12 +50,12 @@ def test_the_parts_add_up_and_the_engine_s_load_at_send_is_counted():
 def test_the_engine_writes_one_line_per_finished_call_beside_its_step_log(tmp_path):
     log = StepLog(str(tmp_path / "run-steps.jsonl"))
     assert calls_path(log.path) == str(tmp_path / "run-steps-calls.jsonl")
-    log.call_added("r1")
+    log.call_added("r1", "mesh-call-1")
     call = SimpleNamespace(thread_id="main", prompt_tokens=12, output_tokens=3, first_token_s=5.0, finish_s=6.0,
                            wait_s=0.5, preemptions=0)
     log.call_finished("r1", call)
     log.call_finished("never-added", call)  # a call the log did not see arrive: no line
     [line] = (tmp_path / "run-steps-calls.jsonl").read_text().splitlines()
     row = json.loads(line)
-    assert row["request_id"] == "r1" and row["prompt_tokens"] == 12 and row["finish_s"] == 6.0
+    assert row["request_id"] == "r1" and row["call_id"] == "mesh-call-1" and row["prompt_tokens"] == 12 and row["finish_s"] == 6.0
     assert row["added_s"] > 0
