@@ -1,6 +1,6 @@
 """Where each live call's time went: the path to the engine, the engine, and the path back.
 
-    python -m loadgen.calibrate.call_split STEPS-client-calls.jsonl STEPS-calls.jsonl [--json OUT]
+    python -m loadgen.calibrate.call_split STEPS-client-calls.jsonl STEPS-calls.jsonl [--hop-marks DIR] [--json OUT]
 
 `live_vs_sim --step-log-dir` writes both files beside the step log: the calls at the client
 (sent, first token, end) and the engine's calls log (`shared.engine.step_log`), on one monotonic
@@ -12,6 +12,13 @@ engine took first at or after it was sent. Per call:
 - back: finished in the engine -> the stream's end at the client.
 The simulator charges a fixed path per call (`live_vs_sim --call-path-ms`) and models the engine;
 this shows what the path costs under the run's own load. A diagnostic, not a benchmark figure.
+
+With `--hop-marks DIR` (the run's services started with `loadgen/live/hop_marks` first on PYTHONPATH
+and HOP_MARKS_DIR=DIR), the path to the engine is split at the mesh's hops, for calls sent alone and
+for calls sent with others of their session (a fan-out):
+client -> API (HTTP, the request's checks, chat template and token count), the API's limits and
+session, the router's decision and its command to the engine agent, the agent up to vLLM's front end,
+and vLLM's front end -> its scheduler (vLLM's chat template and tokenizer, the engine core's input).
 """
 
 from __future__ import annotations
@@ -78,22 +85,68 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+HOPS = (("client -> API", "sent", "api_start_in"), ("API: limits, session", "api_start_in", "api_route_in"),
+        ("router -> engine agent", "api_route_in", "e_cmd_in"), ("engine agent", "e_cmd_in", "e_engine_in"),
+        ("vLLM front end -> scheduler", "e_engine_in", "added"))
+FAN_OUT_S = 0.05  # calls of one session sent this close together were sent together
+
+
+def read_hop_marks(folder: str) -> dict[str, dict[str, float]]:
+    """call id -> mark -> wall-clock seconds (each mark's first time)."""
+    marks: dict[str, dict[str, float]] = defaultdict(dict)
+    for log in Path(folder).glob("*.log"):
+        for line in log.read_text().splitlines():
+            ns, key, name = line.split()
+            marks[key].setdefault(name, int(ns) / 1e9)
+    return marks
+
+
+def hop_split(pairs: list[tuple[dict, dict]], marks: dict[str, dict[str, float]], wall_offset_s: float | None) -> dict:
+    """Per hop, the path's parts for calls sent alone and with others of their session."""
+    sent = defaultdict(list)
+    for c, _ in pairs:
+        sent[c["session_id"]].append(c["sent_s"])
+    groups: dict[str, dict[str, list[float]]] = {"alone": defaultdict(list), "with others": defaultdict(list)}
+    for c, e in pairs:
+        m = marks.get(e.get("call_id") or "")
+        offset = c["sent_wall_s"] - c["sent_s"] if "sent_wall_s" in c else wall_offset_s
+        if not m or offset is None or not all(a in m or a == "sent" for _, a, _ in HOPS):
+            continue
+        at = {name: t - offset for name, t in m.items()} | {"sent": c["sent_s"], "added": e["added_s"]}
+        if not all(b in at for _, _, b in HOPS):
+            continue
+        together = sum(abs(t - c["sent_s"]) <= FAN_OUT_S for t in sent[c["session_id"]]) > 1
+        for hop, a, b in HOPS:
+            groups["with others" if together else "alone"][hop].append(at[b] - at[a])
+    return {g: {hop: stats(v) for hop, v in hops.items()} for g, hops in groups.items() if hops}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("client_calls")
     p.add_argument("engine_calls")
+    p.add_argument("--hop-marks", help="the run's HOP_MARKS_DIR: split the path to the engine at the mesh's hops")
+    p.add_argument("--wall-offset-s", type=float, default=None,
+                   help="wall clock minus monotonic clock when the run was made, for a client log without "
+                        "sent_wall_s (the same boot only)")
     p.add_argument("--json", dest="json_path")
     args = p.parse_args(argv)
     client, engine = read_lines(args.client_calls), read_lines(args.engine_calls)
-    rows = with_engine_load(split(match(client, engine)), engine)
+    pairs = match(client, engine)
+    rows = with_engine_load(split(pairs), engine)
+    hops = hop_split(pairs, read_hop_marks(args.hop_marks), args.wall_offset_s) if args.hop_marks else None
     result = finite({"client_calls": len(client), "engine_calls": len(engine), "matched": len(rows),
-                     **summarize(rows), "command": "python -m loadgen.calibrate.call_split " + " ".join(sys.argv[1:])})
+                     **summarize(rows), "path_to_engine_by_hop": hops,
+                     "command": "python -m loadgen.calibrate.call_split " + " ".join(sys.argv[1:])})
     for k, v in result["all"].items():
         print(f"{k:>12}: " + "  ".join(f"{m} {x:.1f}" for m, x in v.items() if m != "n"))
     print(f"{'path':>12}: " + "  ".join(f"{m} {x:.1f}" for m, x in result["path_s"].items() if m != "n"))
     for k, v in result["path_by_engine_calls_at_send"].items():
         print(f"  path, {k:>3} calls in the engine at send (n={v['n']}): p50 {v.get('p50_ms', 0):.1f} ms, "
               f"mean {v.get('mean_ms', 0):.1f} ms")
+    for group, by_hop in (hops or {}).items():
+        print(f"to the engine, calls sent {group} (n={next(iter(by_hop.values()))['n']}): "
+              + ", ".join(f"{hop} {v['p50_ms']:.0f}" for hop, v in by_hop.items()) + " ms (p50)")
     print(f"matched {len(rows)} of {len(client)} client calls ({len(engine)} in the engine's log)")
     if args.json_path:
         write_json(args.json_path, result)

@@ -89,7 +89,8 @@ class LiveDriver:
         self.progress = LiveProgress()
         self._t0 = time.perf_counter()
         # each finished call's times at the client on the system's monotonic clock (an engine's
-        # calls log, shared.engine.step_log, uses the same one): sent, first token, end
+        # calls log, shared.engine.step_log, uses the same one): sent, first token, end; and the
+        # wall clock at sending, which places wall-clock marks (loadgen/live/hop_marks) on it
         self.call_times: list[dict] = []
 
     def now_s(self) -> float:
@@ -194,7 +195,7 @@ class LiveDriver:
         self.progress.calls_in_flight += 1
         pieces: list[str] = []
         tokens = cached = prompt_tokens = 0
-        sent_s, first_s = time.monotonic(), None
+        sent_s, sent_wall_s, first_s = time.monotonic(), time.time(), None
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=self.messages_for(call, outputs), max_tokens=call.output_tokens,
@@ -213,7 +214,7 @@ class LiveDriver:
             self.progress.calls_in_flight -= 1
         self.call_times.append({"session_id": session_id, "call_id": call.call_id, "thread_id": call.thread_id,
                                 "prompt_tokens": prompt_tokens, "output_tokens": tokens, "sent_s": sent_s,
-                                "first_token_s": first_s, "end_s": time.monotonic()})
+                                "sent_wall_s": sent_wall_s, "first_token_s": first_s, "end_s": time.monotonic()})
         self.progress.calls_done += 1
         self.progress.tokens += tokens
         return "".join(pieces), tokens, cached

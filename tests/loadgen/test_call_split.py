@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadgen.calibrate.call_split import match, split, summarize, with_engine_load
+from loadgen.calibrate.call_split import hop_split, match, read_hop_marks, split, summarize, with_engine_load
 from shared.engine.step_log import StepLog, calls_path
 
 
@@ -59,3 +59,24 @@ def test_the_engine_writes_one_line_per_finished_call_beside_its_step_log(tmp_pa
     row = json.loads(line)
     assert row["request_id"] == "r1" and row["call_id"] == "mesh-call-1" and row["prompt_tokens"] == 12 and row["finish_s"] == 6.0
     assert row["added_s"] > 0
+
+
+def test_the_path_to_the_engine_splits_at_the_mesh_s_hops_for_lone_and_fan_out_calls(tmp_path):
+    def client(session: str, sent: float) -> dict:
+        return {**_client("main", 10, sent, sent + 5.0), "session_id": session, "call_id": f"{session}-{sent}",
+                "sent_wall_s": sent + 1000.0}
+    calls = [client("lone", 1.0), client("fan", 2.0), client("fan", 2.01)]
+    engine = [{**_engine("main", 10, c["sent_s"] + 0.2, c["sent_s"] + 1.0), "call_id": f"mesh-{i}"}
+              for i, c in enumerate(calls)]
+    with (tmp_path / "1.log").open("w") as f:  # wall-clock ns, as loadgen/live/hop_marks writes them
+        for i, c in enumerate(calls):
+            wall = c["sent_wall_s"]
+            for name, after in (("api_start_in", 0.01), ("api_route_in", 0.03), ("e_cmd_in", 0.04),
+                                ("e_engine_in", 0.05)):
+                f.write(f"{round((wall + after) * 1e9)} mesh-{i} {name}\n")
+    hops = hop_split(match(calls, engine), read_hop_marks(str(tmp_path)), wall_offset_s=None)
+    assert hops["alone"]["client -> API"]["n"] == 1 and hops["with others"]["client -> API"]["n"] == 2
+    by_hop = hops["with others"]
+    assert by_hop["client -> API"]["p50_ms"] == pytest.approx(10, abs=0.01)
+    assert by_hop["API: limits, session"]["p50_ms"] == pytest.approx(20, abs=0.01)
+    assert by_hop["vLLM front end -> scheduler"]["p50_ms"] == pytest.approx(150, abs=0.01)
