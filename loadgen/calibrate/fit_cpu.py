@@ -22,6 +22,7 @@ the rest refitted. The fitted numbers are the `tiny-cpu` preset's (shared/engine
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -74,9 +75,10 @@ def residuals(coef: dict[str, float], steps: list[dict]) -> dict:
 
 
 def read_steps(path: str) -> dict:
-    """A profile's JSON, or a live engine's step log (JSON lines) as a profile with its steps only."""
-    text = Path(path).read_text()
-    if path.endswith(".jsonl"):
+    """A profile's JSON, or a live engine's step log (JSON lines, plain or gzipped) as a profile with
+    its steps only."""
+    text = gzip.decompress(Path(path).read_bytes()).decode() if path.endswith(".gz") else Path(path).read_text()
+    if path.removesuffix(".gz").endswith(".jsonl"):
         steps = [{**json.loads(line), "scenario": "live"} for line in text.splitlines() if line.strip()]
         if not steps:
             raise SystemExit(f"{path} holds no steps")

@@ -24,42 +24,22 @@ test, which simulates on a profile taken before the run.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
 
 from loadgen.calibrate.call_split import match
 from loadgen.calibrate.call_split import read_lines as read_call_log
-from loadgen.calibrate.fit_cpu import fit
-from loadgen.calibrate.live_vs_sim import _with_terms, client_calls_log
-from loadgen.calibrate.scaled import shrink
+from loadgen.calibrate.fit_cpu import fit, read_steps
+from loadgen.calibrate.live_vs_sim import client_calls_log, cost_with_terms
+from loadgen.calibrate.resim import stored_programs
 from loadgen.calibrate.sim_side import RealEngineShape, simulate, with_call_path
 from loadgen.calibrate.speed_windows import mean_loop_gap_s, speed_trace
-from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
 from shared.engine.step_log import calls_path
 
 PRESET = "tiny-cpu"
 WITHIN = 0.15  # item 6's tolerance on mean normalized latency
-
-
-def read_step_log(path: str) -> list[dict]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        steps = [json.loads(line) for line in f if line.strip()]
-    if not steps:
-        raise SystemExit(f"{path} holds no steps")
-    return steps
-
-
-def stored_programs(run: dict):
-    config = LiveRunConfig(url="", api_key="", workload=run["workload"], rates=[run["rate"]],
-                           num_programs=run["num_programs"], seed=run["seed"], model="tiny")
-    programs = shrink(programs_for(config, run["rate"]), run.get("token_scale", 1))
-    if [p.output_tokens for p in programs] != run["program_output_tokens"]:
-        raise SystemExit("the rebuilt programs are not the stored run's (workload, seed or token scale differ)")
-    return programs
 
 
 def measured_paths(step_log: str, programs) -> dict[str, float] | None:
@@ -84,17 +64,17 @@ def resimulate(run: dict, policy: str, step_log: str, path_s: float, windows: li
     if policy not in run["live"]:
         raise SystemExit(f"the run holds no live {policy!r} (it has {', '.join(run['live'])})")
     live = run["live"][policy]
-    steps = read_step_log(step_log)
+    steps = read_steps(step_log)["steps"]
     plain = stored_programs(run)
     programs = with_call_path(plain, path_s)
     cutoff_s = max(p.arrival_s for p in programs) + run["drain_timeout_s"]
     shape = RealEngineShape(max_num_seqs=run["max_num_seqs"])
     own = (live.get("steps") or {}).get("own_fit") or fit(steps)
-    cost = _with_terms(PRESET, own)
+    cost = cost_with_terms(PRESET, own)
     first_submit_s = min(p.arrival_s for p in programs) + path_s  # the first measured step starts here
     sims = {"constant": simulate(programs, policy, PRESET, shape, cutoff_s, cost)}
     loop_gap_s = mean_loop_gap_s(steps)
-    with_loop = _with_terms(PRESET, {**own, "overhead_s": own["overhead_s"] + loop_gap_s})
+    with_loop = cost_with_terms(PRESET, {**own, "overhead_s": own["overhead_s"] + loop_gap_s})
     sims["constant + loop gap"] = simulate(programs, policy, PRESET, shape, cutoff_s, with_loop)
     traces = {w: speed_trace(steps, own, w, first_submit_s) for w in windows}
     for w, trace in traces.items():
@@ -156,17 +136,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>4} {policy:<6} live {r['live_mean_norm_latency_s'] * 1e3:5.2f} ms/token  "
               + "  ".join(f"{k}: {v['sim_over_live']:.2f}" for k, v in r["sim"].items()), flush=True)
     result = finite({"what": "stored live runs simulated in-sample: at a constant speed, at the live engine's "
-                             "speed per window of the run, and with each call's measured path", "call_path_ms": args.call_path_ms, "windows_s": windows,
+                             "speed per window of the run, and with each call's measured path",
+                     "call_path_ms": args.call_path_ms, "windows_s": windows,
                      "runs": reps, "orders": orders(reps),
                      "command": "python -m loadgen.calibrate.insample_resim " + " ".join(sys.argv[1:])})
+    if args.json_path:
+        write_json(args.json_path, result)
     cells = [r["sim"] for by in reps.values() for r in by.values()]
     for k in dict.fromkeys(k for c in cells for k in c):
         have = [c for c in cells if k in c]
         within = sum(abs(c[k]["sim_over_live"] - 1) <= WITHIN for c in have)
         same = sum(o[k]["same"] for o in result["orders"].values() if k in o)
         print(f"{k:>30}: {within} of {len(have)} within {WITHIN:.0%}, order {same} of {len(result['orders'])}")
-    if args.json_path:
-        write_json(args.json_path, result)
     return 0
 
 

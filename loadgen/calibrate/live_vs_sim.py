@@ -147,10 +147,10 @@ def thread_cpu_cost(fit_path: str, preset: str) -> CostModel:
     fit = json.loads(Path(fit_path).read_text())
     if "thread_cpu_fit" not in fit:
         raise SystemExit(f"{fit_path} has no thread-CPU fit (only an --engine-core inprocess profile gives one)")
-    return _with_terms(preset, fit["thread_cpu_fit"]["coefficients"])
+    return cost_with_terms(preset, fit["thread_cpu_fit"]["coefficients"])
 
 
-def _with_terms(preset: str, c: dict[str, float]) -> CostModel:
+def cost_with_terms(preset: str, c: dict[str, float]) -> CostModel:
     """The preset with a fit's four terms in place of its own."""
     return CostModel(dataclasses.replace(get_preset(preset), linear_s_per_token=c["s_per_token"],
                                          step_overhead_s=c["overhead_s"],
@@ -161,13 +161,13 @@ def _with_terms(preset: str, c: dict[str, float]) -> CostModel:
 def wall_fit_cost(fit_path: str, preset: str) -> CostModel:
     """The preset with another fit_cpu JSON's wall-time coefficients (e.g. a profile made on the
     same host just before the live runs)."""
-    return _with_terms(preset, json.loads(Path(fit_path).read_text())["coefficients"])
+    return cost_with_terms(preset, json.loads(Path(fit_path).read_text())["coefficients"])
 
 
 def scaled_fit_cost(fit_path: str, preset: str, factor: float) -> CostModel:
     """The fit's four terms, each times `factor` (the engine or core slower by that much)."""
     coefficients = json.loads(Path(fit_path).read_text())["coefficients"]
-    return _with_terms(preset, {t: c * factor for t, c in coefficients.items()})
+    return cost_with_terms(preset, {t: c * factor for t, c in coefficients.items()})
 
 
 def core_slowdown(fit_path: str, run_speed: dict) -> float | None:
@@ -237,7 +237,7 @@ async def run(args) -> dict:
             live[pol]["steps"] = live_steps(step_log, live[pol]["wall_s"], args.fit)
             # this run's own steps, so its simulation carries the engine speed the run had
             live[pol]["steps"]["own_fit"] = own = fit(read_steps(str(step_log))["steps"])
-            own_cost = _with_terms(args.preset, own)
+            own_cost = cost_with_terms(args.preset, own)
         print(f"   live {json.dumps(finite(live[pol]))[:400]}", file=sys.stderr, flush=True)
         sim[pol] = simulate(programs, pol, args.preset, shape, cutoff_s)  # right after, same session
         for extra in args.also_presets:

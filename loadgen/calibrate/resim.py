@@ -20,6 +20,16 @@ from loadgen.live.run import LiveRunConfig, programs_for
 from loadgen.results_json import finite, write_json
 
 
+def stored_programs(run: dict):
+    """The programs a stored run drove, rebuilt from its workload, count, rate, seed and token scale."""
+    config = LiveRunConfig(url="", api_key="", workload=run["workload"], rates=[run["rate"]],
+                           num_programs=run["num_programs"], seed=run["seed"], model="tiny")
+    programs = shrink(programs_for(config, run["rate"]), run.get("token_scale", 1))
+    if [p.output_tokens for p in programs] != run["program_output_tokens"]:
+        raise SystemExit("the rebuilt programs are not the stored run's (workload, seed or token scale differ)")
+    return programs
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("live_json")
@@ -30,10 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", dest="json_path")
     args = p.parse_args(argv)
     old = json.loads(Path(args.live_json).read_text())
-    config = LiveRunConfig(url="", api_key="", workload=old["workload"], rates=[old["rate"]],
-                           num_programs=old["num_programs"], seed=old["seed"], model="tiny")
-    programs = shrink(programs_for(config, old["rate"]), old.get("token_scale", 1))
-    assert [p.output_tokens for p in programs] == old["program_output_tokens"], "not the stored run's programs"
+    programs = stored_programs(old)
     cutoff_s = max(p.arrival_s for p in programs) + old["drain_timeout_s"]
     shape = RealEngineShape(max_num_seqs=old["max_num_seqs"])
     cost = wall_fit_cost(args.fit, args.preset) if args.fit else None

@@ -1,7 +1,7 @@
 """A host's speed over time: what a step's modeled time is multiplied by when it starts.
 
 The cost model prices a step on an engine that always runs at one speed. A shared VM does not: its
-steps can run 0.7-1.4x their usual time for tens of seconds while the work is unchanged. A
+steps can run 0.7-1.8x their usual time for tens of seconds while the work is unchanged. A
 `SpeedTrace` carries such a run's measured factors, one per fixed window of simulated time, so the
 lite engine can be driven at the speed a live run had (the factors come from that run's own steps,
 `loadgen.calibrate.speed_windows`: a diagnostic, never a prediction).

@@ -79,11 +79,12 @@ class StepLog:
         """The scheduler took the request now (monotonic); `call_id`: the mesh's id for it, if any."""
         self._added[request_id] = (time.monotonic(), call_id)
 
-    def call_finished(self, request_id: str, call: Any) -> None:
-        """A call the scheduler tracked (`CallState`: its thread, tokens, first token, finish and
-        closed waiting time) left the engine: its line in the calls file."""
+    def call_finished(self, request_id: str, call: Any | None) -> None:
+        """A request left the engine: a call the scheduler tracked (`CallState`: its thread, tokens,
+        first token, finish and closed waiting time) gets its line in the calls file; None, only
+        forgotten."""
         taken = self._added.pop(request_id, None)
-        if taken is None:
+        if taken is None or call is None:
             return
         added, call_id = taken
         if self._calls is None:

@@ -216,10 +216,10 @@ class _CallTracking(SchedulerOpsMixin, VllmRetention):
             call.aborted = request.status == RequestStatus.FINISHED_ABORTED
             call.finish_reason = str(request.get_finished_reason() or "")
             self.finished_calls.append(call)
-            if self._step_log is not None:
-                self._step_log.call_finished(request.request_id, call)
             if self._serving:  # a one-call program (or a closed session's last call) leaves the view
                 self.program_state.directory.call_finished(call.program_id, call.call_id)
+        if self._step_log is not None:
+            self._step_log.call_finished(request.request_id, call)
         end = self._step_end_s if self._step_end_s is not None else self.now_s()
         self._retention_on_free(request, end)
         return super()._free_request(request, delay_free_blocks)

@@ -55,6 +55,8 @@ def test_the_engine_writes_one_line_per_finished_call_beside_its_step_log(tmp_pa
                            wait_s=0.5, preemptions=0)
     log.call_finished("r1", call)
     log.call_finished("never-added", call)  # a call the log did not see arrive: no line
+    log.call_added("r2")
+    log.call_finished("r2", None)  # a request the scheduler did not track: forgotten, no line
     [line] = (tmp_path / "run-steps-calls.jsonl").read_text().splitlines()
     row = json.loads(line)
     assert row["request_id"] == "r1" and row["call_id"] == "mesh-call-1" and row["prompt_tokens"] == 12 and row["finish_s"] == 6.0
