@@ -102,7 +102,8 @@ class ProcessTableService:
         self.puller = StreamingPuller(
             bus, subjects.PROCESS_TABLE_COMPLETIONS_DURABLE, subjects.all_completions(),
             types=(m.CallCompleted,), batch_size=settings.completion_batch_size, prepare=wire.completion_from_wire,
-            ack_wait_s=COMPLETION_ACK_WAIT_S, stream=subjects.COMPLETIONS_STREAM)
+            ack_wait_s=COMPLETION_ACK_WAIT_S, stream=subjects.COMPLETIONS_STREAM,
+            lean_url=settings.nats_url if settings.lean_pull else None)
         self._apply_task: asyncio.Task | None = None
         self._stopping = False
         self.num_applied_calls = 0  # fresh completions folded in (duplicates excluded)

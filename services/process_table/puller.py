@@ -25,13 +25,13 @@ class StreamingPuller(pull.PullConsumer):
     def __init__(self, bus: Bus, durable: str, filter_subject: str, *, types: tuple[type, ...],
                  batch_size: int, prepare: Callable[[Any], Any] | None = None, ack_wait_s: float = 30.0,
                  max_ack_pending: int = 20_000, request_expires_s: float = 5.0,
-                 stream: str = subjects.AUDIT_STREAM) -> None:
+                 stream: str = subjects.AUDIT_STREAM, lean_url: str | None = None) -> None:
         super().__init__(bus, stream, pull.durable_config(durable, filter_subject, ack_wait_s, max_ack_pending),
                          batch_size=batch_size, request_expires_s=request_expires_s,
                          arrive=pull.decoding(bus, types, prepare),
                          # room for two batches beyond the one in hand: a commit takes as long as
                          # decoding a batch, and decoding ahead is what overlaps it
-                         max_buffered=3 * batch_size)
+                         max_buffered=3 * batch_size, lean_url=lean_url)
 
     @property
     def num_rejected(self) -> int:

@@ -38,6 +38,10 @@ class ProcessTableSettings(DatabaseSettings):
     # a tenant's open sessions, at most (opening one more is refused until some close or expire);
     # shared by every API worker and replica, since the table counts them; 0: no cap
     max_open_sessions_per_tenant: int = Field(default=10_000, ge=0)
+    # the completions arrive on a connection of the consumer's own, parsed and acked a batch at a time
+    # (shared/bus/lean_link.py): about a quarter of nats-py's receive-and-ack CPU per event. False:
+    # through the process's nats-py client, as every other consumer. Websocket URLs always take that.
+    lean_pull: bool = True
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)
     mlfq_num_levels: int = Field(default=8, ge=1)
     mlfq_base_quantum_s: float = Field(default=1.0, gt=0)

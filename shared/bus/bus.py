@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats.errors
@@ -58,6 +59,7 @@ class Bus:
         self.num_rejected = 0  # malformed or unexpected messages seen (for tests and metrics)
         self._reconnected = asyncio.Event()  # set by each reconnect, cleared by `nap`
         self._in_flight = InFlightRequests()
+        self._closers: list[Callable[[], Awaitable[None]]] = []  # connections of this process's own beside nc
 
     @classmethod
     async def connect(cls, url: str, service: str, connect_timeout_s: float = 5.0,
@@ -324,6 +326,10 @@ class Bus:
         return consumer
 
     # --- lifecycle ---------------------------------------------------------------------------
+    def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer` when the bus closes, after the consumers stopped (a consumer's own link)."""
+        self._closers.append(closer)
+
     async def close(self) -> None:
         """Stop consumers, let in-flight handlers finish, flush and close the connection."""
         for consumer in self._consumers:
@@ -337,6 +343,9 @@ class Bus:
         self._subs.clear()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
+        for closer in self._closers:
+            await closer()
+        self._closers.clear()
         await self.resender.drain(timeout_s=2.0 if not self.nc.is_closed else 0.0)
         if not self.nc.is_closed:
             try:

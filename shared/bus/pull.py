@@ -12,6 +12,10 @@ drops the message once its `settle` (e.g. reject and terminate a malformed one) 
 synchronous, so the common case costs no coroutine per delivery. Decoding there overlaps the owner's
 work on the previous batch. Only public nats-py calls: acks, naks and in-progress acks are the `Msg`
 methods.
+
+Given `lean_url`, the consumer receives and acks on a connection of its own (`lean_link.py`),
+parsed without nats-py's per-message objects and tasks, and a batch's acks go out in one write;
+the server-side consumer, the buffer and the owner's calls are the same either way.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import api
 
+from shared.bus import lean_link
 from shared.bus.admission import Refusal
 from shared.bus.incoming import Incoming
+from shared.bus.lean_link import LeanLink, LeanMsg
 from shared.bus.unavailable import JETSTREAM_WAIT_S, retry_while_unavailable
 from shared.logging import get_logger
 from shared.protocol import subjects
@@ -68,7 +74,8 @@ class PullConsumer:
     """Keeps up to `max_buffered` arrived deliveries; `take()` hands out up to `batch_size` of them."""
 
     def __init__(self, bus: Bus, stream: str, config: api.ConsumerConfig, *, batch_size: int,
-                 request_expires_s: float = 5.0, arrive: Arrive = _keep_raw, max_buffered: int = 0) -> None:
+                 request_expires_s: float = 5.0, arrive: Arrive = _keep_raw, max_buffered: int = 0,
+                 lean_url: str | None = None) -> None:
         self.bus = bus
         self.stream = stream
         self.config = config
@@ -88,6 +95,10 @@ class PullConsumer:
         self._pump: asyncio.Task | None = None
         self._wake_pump = asyncio.Event()
         self.stopping = False
+        self.lean_url = lean_url if lean_url and lean_link.supports(lean_url) else None
+        self._link: LeanLink | None = None
+        self._settling: deque[Dropped] = deque()  # refusals from the lean link, settled in order
+        self._settler: asyncio.Task | None = None
 
     async def start(self, unavailable_for_s: float = JETSTREAM_WAIT_S) -> None:
         js = self.bus.js
@@ -99,10 +110,16 @@ class PullConsumer:
                 self.log.warning("consumer_config_kept", reason=str(exc))
                 await js.consumer_info(self.stream, self.name)  # raises if there is none at all
         await retry_while_unavailable(create, what=f"consumer {self.name}", log=self.log, wait_s=unavailable_for_s)
-        nc = self.bus.nc
-        self._inbox = nc.new_inbox()
-        self._sub = await nc.subscribe(self._inbox, cb=self._on_msg,
-                                       pending_msgs_limit=4 * self.batch_size + 1024)
+        if self.lean_url is not None:
+            self._link = await LeanLink.open(self.lean_url, f"{self.bus.service}:{self.name}",
+                                             on_msg=self._on_lean_msg, on_reconnect=self._on_link_reconnect)
+            self.bus.close_with(self._link.close)  # after the owner's last acks, with the bus
+            self._inbox = self._link.inbox
+        else:
+            nc = self.bus.nc
+            self._inbox = nc.new_inbox()
+            self._sub = await nc.subscribe(self._inbox, cb=self._on_msg,
+                                           pending_msgs_limit=4 * self.batch_size + 1024)
         self._next_subject = subjects.consumer_next(self.stream, self.name)
         self._pump = asyncio.create_task(self._keep_requesting(), name=f"pull:{self.name}")
 
@@ -117,10 +134,13 @@ class PullConsumer:
 
     async def stop(self) -> list[Any]:
         """Stop and unsubscribe; returns what was buffered and never taken (the owner naks it or
-        lets it come back after ack_wait)."""
+        lets it come back after ack_wait). Acks still go out until the bus closes."""
         self.halt()
         await cancel_and_wait(self._pump)
         self._pump = None
+        await cancel_and_wait(self._settler)
+        if self._link is not None:  # open still: the owner acks its last batch after this
+            self._link.unsubscribe()
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()
@@ -146,23 +166,48 @@ class PullConsumer:
         return batch
 
     # --- receiving ---------------------------------------------------------------------------------
-    async def _on_msg(self, raw: Msg) -> None:
+    def _arrived(self, raw: Msg | LeanMsg) -> Dropped | None:
+        """Buffer a delivery (or end the request on a status); a refusal is returned to settle."""
         headers = raw.headers
         if headers and api.Header.STATUS in headers and not raw.data:
             if headers[api.Header.STATUS] != api.StatusCode.CONTROL_MESSAGE:  # 408, 409...: request over
                 self._outstanding = 0
                 self._wake_pump.set()
-            return
+            return None
         self._outstanding = max(0, self._outstanding - 1)
+        if self._outstanding == 0:
+            self._wake_pump.set()
         item = self.arrive(raw)
         if type(item) is Dropped:
             self.num_dropped += 1
-            await item.settle()
-        else:
-            self._buffer.append(item)
-            self._ready.set()
-        if self._outstanding == 0:
-            self._wake_pump.set()
+            return item
+        self._buffer.append(item)
+        self._ready.set()
+        return None
+
+    async def _on_msg(self, raw: Msg) -> None:
+        dropped = self._arrived(raw)
+        if dropped is not None:
+            await dropped.settle()
+
+    def _on_lean_msg(self, raw: LeanMsg) -> None:
+        dropped = self._arrived(raw)
+        if dropped is not None:
+            self._settling.append(dropped)
+            if self._settler is None or self._settler.done():
+                self._settler = asyncio.create_task(self._settle_dropped(), name=f"pull:{self.name}:settle")
+
+    async def _settle_dropped(self) -> None:
+        while self._settling:
+            dropped = self._settling.popleft()
+            try:
+                await dropped.settle()
+            except Exception as exc:  # disconnected: unacked, it comes back after ack_wait
+                self.log.warning("refusal_not_settled", error=f"{type(exc).__name__}: {exc}")
+
+    def _on_link_reconnect(self) -> None:
+        self._outstanding = 0  # the request went with the old connection's subscription
+        self._wake_pump.set()
 
     async def _keep_requesting(self) -> None:
         """One pull request at a time; a new one when the last is used up, expired, or lost."""
@@ -187,8 +232,11 @@ class PullConsumer:
         # the client-side deadline is a little later than the server's: a request lost in a
         # reconnect is replaced, a live one normally ends with its own 408 status first
         self._request_deadline = time.monotonic() + self.request_expires_s + 1.0
-        body = {"batch": n, "expires": int(self.request_expires_s * 1e9)}
-        await self.bus.nc.publish(self._next_subject, json.dumps(body).encode(), reply=self._inbox)
+        body = json.dumps({"batch": n, "expires": int(self.request_expires_s * 1e9)}).encode()
+        if self._link is not None:
+            self._link.publish(self._next_subject, body, reply=self._inbox)
+        else:
+            await self.bus.nc.publish(self._next_subject, body, reply=self._inbox)
 
 
 # --- decoding deliveries ---------------------------------------------------------------------------
@@ -241,12 +289,25 @@ def decoding(bus: Bus, types: tuple[type, ...], prepare: Callable[[Any], Any] | 
     return arrive
 
 
-async def ack(raws: Iterable[Msg]) -> None:
+def _lean(raws: list[Msg | LeanMsg]) -> LeanLink | None:
+    """The link of a batch from a lean consumer (one link per consumer), else None."""
+    return raws[0].link if raws and type(raws[0]) is LeanMsg else None
+
+
+async def ack(raws: Iterable[Msg | LeanMsg]) -> None:
+    raws = list(raws)
+    if link := _lean(raws):
+        link.send_acks(raws, lean_link.ACK)
+        return
     for raw in raws:
         await raw.ack()
 
 
-async def nak(raws: Iterable[Msg], delay_s: float | None = None) -> None:
+async def nak(raws: Iterable[Msg | LeanMsg], delay_s: float | None = None) -> None:
+    raws = list(raws)
+    if link := _lean(raws):
+        link.send_acks(raws, lean_link.nak_payload(delay_s))
+        return
     for raw in raws:
         try:
             await raw.nak(delay=delay_s)
@@ -254,7 +315,11 @@ async def nak(raws: Iterable[Msg], delay_s: float | None = None) -> None:
             return
 
 
-async def in_progress(raws: Iterable[Msg]) -> None:
+async def in_progress(raws: Iterable[Msg | LeanMsg]) -> None:
     """Reset the server's redelivery timer (a batch being retried)."""
+    raws = list(raws)
+    if link := _lean(raws):
+        link.send_acks(raws, lean_link.IN_PROGRESS)
+        return
     for raw in raws:
         await raw.in_progress()

@@ -6,6 +6,7 @@ server requires it (nats-py reads `tls_required` from the server's INFO), so not
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 
@@ -18,6 +19,7 @@ from cryptography.x509.oid import NameOID
 from runtime.nats_server import NatsServer
 from shared.bus import Bus
 from shared.bus.errors import ConnectFailed
+from shared.bus.lean_link import LeanLink, LeanMsg
 from shared.protocol import messages as m
 
 
@@ -76,3 +78,31 @@ async def test_a_server_certificate_from_an_unknown_ca_is_refused(tls_server, tl
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_files / "other-ca.pem"))
     with pytest.raises(ConnectFailed):
         await Bus.connect(tls_server.url, service="tls-probe", connect_timeout_s=2.0)
+
+
+async def test_the_lean_pull_link_talks_over_tls_too(tls_server, tls_files, monkeypatch):
+    """The process table's completions link (shared/bus/lean_link.py) has a socket of its own: it
+    upgrades the same way, for tls:// and for a nats:// URL to a server that requires TLS."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files / "ca.pem"))
+    bus = await Bus.connect(tls_server.url, service="tls-probe", connect_timeout_s=5.0)
+    try:
+        for url in (tls_server.url, tls_server.url.replace("tls://", "nats://", 1)):
+            got: list[LeanMsg] = []
+            link = await LeanLink.open(url, "tls-probe", on_msg=got.append)
+            try:
+                await bus.nc.publish(link.inbox, b"over tls")
+                for _ in range(100):
+                    if got:
+                        break
+                    await asyncio.sleep(0.02)
+                assert [msg.data for msg in got] == [b"over tls"]
+            finally:
+                await link.close()
+    finally:
+        await bus.close()
+
+
+async def test_the_lean_link_refuses_a_certificate_from_an_unknown_ca(tls_server, tls_files, monkeypatch):
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files / "other-ca.pem"))
+    with pytest.raises(ConnectFailed, match="(?i)certificate"):
+        await LeanLink.open(tls_server.url, "tls-probe", on_msg=lambda msg: None, connect_timeout_s=2.0)
