@@ -4,7 +4,8 @@ consume sees them).
 
 Publishing: async publishes with at most `MAX_PENDING` acks outstanding, as the process table's
 load test publishes. Pulling: the mesh's one pull consumer (`shared/bus/pull.py`, the process
-table's puller's base) and its acks; no decoding, no database: the ceiling of the consumer side alone.
+table's puller's base) on the lean link the table pulls its completions on (`lean_link.py`), and
+its acks; no decoding, no database: the ceiling of the consumer side alone.
 """
 
 from __future__ import annotations
@@ -50,11 +51,12 @@ async def publish_rate(nc, payload: bytes, num: int, subject: str) -> float:
     return num / (time.perf_counter() - t0)
 
 
-async def pull_ack_rate(bus: Bus, subject: str, num: int, batch: int, timeout_s: float = 120.0) -> float:
+async def pull_ack_rate(bus: Bus, subject: str, num: int, batch: int, lean_url: str | None,
+                        timeout_s: float = 120.0) -> float:
     """Messages per second a fresh durable pulls and acks from the start of `subject`."""
     durable = f"bench_{uuid.uuid4().hex[:10]}"
     config = pull.durable_config(durable, subject, ack_wait_s=30.0, max_ack_pending=max(20_000, 2 * batch))
-    consumer = pull.PullConsumer(bus, STREAM, config, batch_size=batch)
+    consumer = pull.PullConsumer(bus, STREAM, config, batch_size=batch, lean_url=lean_url)
     await consumer.start()
     done, t0 = 0, time.perf_counter()
     try:
@@ -78,8 +80,8 @@ async def measure(nats_url: str, payload: bytes, num: int, batch: int) -> dict:
     subject = f"{SUBJECT_ROOT}.{uuid.uuid4().hex[:10]}"
     try:
         publish = await publish_rate(nc, payload, num, subject)
-        pulled = await pull_ack_rate(bus, subject, num, batch)
+        pulled = await pull_ack_rate(bus, subject, num, batch, lean_url=nats_url)
         await bus.js.purge_stream(STREAM, subject=subject)
     finally:
-        await nc.close()
+        await bus.close()  # the lean link with it
     return {"publish_per_s": publish, "pull_ack_per_s": pulled, "messages": num, "bytes": len(payload)}
