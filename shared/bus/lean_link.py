@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from shared.bus.connection import (
     MAX_OUTSTANDING_PINGS,
@@ -48,6 +48,10 @@ _KEPT_ACK_BYTES = 8 << 20  # acks kept for a reconnect, at most (the rest come b
 STATUS, DESCRIPTION = "Status", "Description"  # nats-py's header names for a status message
 
 ACK, NAK, TERM, IN_PROGRESS = b"", b"-NAK", b"+TERM", b"+WPI"
+
+
+def _unquoted(part: str | None) -> str | None:
+    return None if part is None else unquote(part)
 
 
 def supports(url: str) -> bool:
@@ -146,8 +150,7 @@ class LeanLink:
         self.servers = [_Server(urlsplit(s)) for s in servers]
         self.user, self.password = credentials.get("user"), credentials.get("password")
         if self.user is None:  # a URL list naming users differently: each server keeps its own
-            first = self.servers[0].uri
-            self.user, self.password = first.username, first.password
+            self.user, self.password = _unquoted(self.servers[0].uri.username), _unquoted(self.servers[0].uri.password)
         self.name = name
         self.inbox = f"{inbox_prefix(url)}.{uuid.uuid4().hex}"
         self.on_msg = on_msg
@@ -321,8 +324,8 @@ class LeanLink:
         if uri.scheme == "tls" or self._info.get("tls_required"):
             wire.transport = await loop.start_tls(transport, wire, ssl.create_default_context(),
                                                   server_hostname=uri.hostname)
-        user = uri.username or self.user
-        password = uri.password or self.password
+        user = _unquoted(uri.username) or self.user
+        password = _unquoted(uri.password) or self.password
         connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True,
                    "protocol": 1, "lang": "python", "version": "lean", "name": self.name}
         if user is not None:

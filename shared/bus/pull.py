@@ -95,6 +95,7 @@ class PullConsumer:
         self._pump: asyncio.Task | None = None
         self._wake_pump = asyncio.Event()
         self.stopping = False
+        self.lean_url_given = bool(lean_url)
         self.lean_url = lean_url if lean_url and lean_link.supports(lean_url) else None
         self._link: LeanLink | None = None
         self._settling: deque[Dropped] = deque()  # refusals from the lean link, settled in order
@@ -110,6 +111,8 @@ class PullConsumer:
                 self.log.warning("consumer_config_kept", reason=str(exc))
                 await js.consumer_info(self.stream, self.name)  # raises if there is none at all
         await retry_while_unavailable(create, what=f"consumer {self.name}", log=self.log, wait_s=unavailable_for_s)
+        if self.lean_url is None and self.lean_url_given:
+            self.log.info("lean_link_not_used", reason="a websocket URL: nats-py carries the deliveries")
         if self.lean_url is not None:
             self._link = await LeanLink.open(self.lean_url, f"{self.bus.service}:{self.name}",
                                              on_msg=self._on_lean_msg, on_reconnect=self._on_link_reconnect)
@@ -138,7 +141,9 @@ class PullConsumer:
         self.halt()
         await cancel_and_wait(self._pump)
         self._pump = None
-        await cancel_and_wait(self._settler)
+        if self._settler is not None:  # refusals already in hand are terminated, as `_on_msg` does inline
+            await asyncio.wait({self._settler}, timeout=2.0)
+            await cancel_and_wait(self._settler)
         if self._link is not None:  # open still: the owner acks its last batch after this
             self._link.unsubscribe()
         if self._sub is not None:
