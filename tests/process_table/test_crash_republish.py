@@ -9,6 +9,7 @@ import asyncio
 from services.process_table.db import create_engine
 from services.process_table.handlers import ProcessTableService
 from services.process_table.settings import ProcessTableSettings
+from shared.bus import pull
 from shared.protocol import messages as m
 from shared.protocol import subjects
 from tests.process_table.conftest import eventually, new_id
@@ -39,10 +40,12 @@ async def test_a_batch_committed_before_a_crash_is_published_by_the_next_table(
     await doomed.start()
     await bus.publish_event(_completion(pid, 0))
     await asyncio.wait_for(doomed.died.wait(), timeout=10)
-    # the crash: the process is gone (its connection with it), the batch is committed, unacked
+    # the crash: the process is gone (its connections with it: the bus's and the completions link),
+    # the batch is committed, unacked; nothing is nak'ed, as a dead process says nothing
     doomed._apply_task.cancel()
     await doomed.sweeper.stop()
-    await doomed.bus.nc.close()
+    await pull.PullConsumer.stop(doomed.puller)
+    await doomed.bus.close()
     await engine.dispose()
     assert not updates, "the dying table published nothing"
 
