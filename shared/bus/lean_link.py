@@ -65,15 +65,21 @@ class DeliveryMetadata:
 
 
 class LeanMsg:
-    """One delivery: what nats-py's `Msg` offers a pull consumer, acks included."""
-    __slots__ = ("subject", "reply", "data", "headers", "link")
+    """One delivery: what nats-py's `Msg` offers a pull consumer, acks included. The ack subject
+    stays bytes, as it came and as the acks write it."""
+    __slots__ = ("subject", "ack_subject", "data", "headers", "link")
 
-    def __init__(self, subject: str, reply: str, data: bytes, headers: dict[str, str] | None, link: LeanLink) -> None:
+    def __init__(self, subject: str, ack_subject: bytes, data: bytes, headers: dict[str, str] | None,
+                 link: LeanLink) -> None:
         self.subject = subject
-        self.reply = reply
+        self.ack_subject = ack_subject
         self.data = data
         self.headers = headers
         self.link = link
+
+    @property
+    def reply(self) -> str:
+        return self.ack_subject.decode()
 
     @property
     def metadata(self) -> DeliveryMetadata:
@@ -203,7 +209,7 @@ class LeanLink:
     def send_acks(self, msgs: Iterable[LeanMsg], payload: bytes) -> None:
         """One write for all of them; kept for the reconnect while disconnected."""
         tail = f" {len(payload)}\r\n".encode() + payload + b"\r\n"
-        data = b"".join([b"PUB " + m.reply.encode() + tail for m in msgs])
+        data = b"".join([b"PUB " + m.ack_subject + tail for m in msgs])
         if not data:
             return
         if self.is_connected:
@@ -248,7 +254,7 @@ class LeanLink:
                 end = eol + 2 + int(parts[-1])
                 if end + 2 > end_of_data:
                     break
-                reply = parts[2].decode() if len(parts) == 4 else ""
+                reply = parts[2] if len(parts) == 4 else b""
                 self.on_msg(LeanMsg(parts[0].decode(), reply, bytes(buf[eol + 2:end]), None, self))
                 pos = end + 2
             elif op == b"HMSG":
@@ -258,7 +264,7 @@ class LeanLink:
                 if end + 2 > end_of_data:
                     break
                 headers = _parse_headers(bytes(buf[eol + 2:eol + 2 + header_size]))
-                reply = parts[2].decode() if len(parts) == 5 else ""
+                reply = parts[2] if len(parts) == 5 else b""
                 self.on_msg(LeanMsg(parts[0].decode(), reply, bytes(buf[eol + 2 + header_size:end]), headers, self))
                 pos = end + 2
             else:
