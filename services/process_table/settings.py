@@ -39,7 +39,7 @@ class ProcessTableSettings(DatabaseSettings):
     # shared by every API worker and replica, since the table counts them; 0: no cap
     max_open_sessions_per_tenant: int = Field(default=10_000, ge=0)
     # the completions arrive on a connection of the consumer's own, parsed and acked a batch at a time
-    # (shared/bus/lean_link.py): 4.4-5.5 us of CPU per message against nats-py's 9.7-17, measured. False:
+    # (shared/bus/lean_link.py): 3.4-4.1 us of CPU per message against nats-py's 12.3-13.0 (pull_paths). False:
     # through the process's nats-py client, as every other consumer. Websocket URLs always take that.
     lean_pull: bool = True
     # MLFQ levels reported in lookups (the same defaults as the pure core's MlfqConfig)

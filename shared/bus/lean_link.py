@@ -3,8 +3,9 @@ subscription, the pull requests, and acks written a batch at a time.
 
 Why not the process's nats-py client: per delivery nats-py runs a regex parse, builds a `Msg`,
 queues it, and wakes a task that awaits a coroutine callback; per ack it awaits a `publish`.
-Measured on one machine, draining 100,000 deliveries with acks: 9.7-17.0 us of CPU per message
-through nats-py against 2.3-3.1 us here (`docs/results/process_table_drain/README.md`). Deliveries
+Measured on one machine, draining 100,000 deliveries with acks through the same pull consumer:
+12.3-13.0 us of CPU per message through nats-py against 3.4-4.1 us here
+(`python -m loadgen.bench.pull_paths`; `docs/results/process_table_drain/README.md`). Deliveries
 are parsed in `data_received` and handed to `on_msg` synchronously; a batch's acks are one write.
 
 What a consumer needs of a connection and no more: user/password from the URL, TLS when the URL

@@ -61,3 +61,12 @@ def test_spread_of_repeats():
     assert summary([None, float("nan")])["median"] is None
     nested = summarize_runs([{"a": {"b": 1.0}, "who": "x"}, {"a": {"b": 3.0}, "who": "y"}])
     assert nested["a"]["b"]["median"] == 2.0 and nested["who"] == {"runs": ["x", "y"]}
+
+
+async def test_both_pull_paths_pull_and_ack_the_whole_backlog(nats_url):
+    from loadgen.bench import pull_paths
+
+    result = await pull_paths.compare(nats_url, num=300, batch=128, repeats=1)
+    for path in pull_paths.PATHS:
+        [run] = result["runs"][path]
+        assert run["per_s"] > 0 and run["cpu_us_per_message"] > 0
