@@ -1,7 +1,7 @@
 """Process table settings (environment variables, validated): the mesh and database settings plus
-SESSION_IDLE_TTL_S, SESSION_EXPIRY_INTERVAL_S, COMPLETION_BATCH_SIZE, LEAN_PULL, DEFAULT_AGGREGATION,
-DB_RETRY_BUDGET_S, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S; FAULT_EXIT_AFTER_COMMITS is fault
-injection for `autellix chaos` only."""
+SESSION_IDLE_TTL_S, SESSION_EXPIRY_INTERVAL_S, COMPLETION_BATCH_SIZE, COMPLETION_PIPELINE_DEPTH,
+LEAN_PULL, DEFAULT_AGGREGATION, DB_RETRY_BUDGET_S, MLFQ_NUM_LEVELS and MLFQ_BASE_QUANTUM_S;
+FAULT_EXIT_AFTER_COMMITS is fault injection for `autellix chaos` only."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ class ProcessTableSettings(DatabaseSettings):
     # per-batch costs (a commit, one row update and one update event per program) amortise over 4x
     # the events; measured, table CPU per event -10 to -26%, database time per event -24 to -40%
     completion_batch_size: int = Field(default=4096, ge=1, le=10_000)
+    # completion batches in the database at once: with 2, the next batch folds on the rows the one
+    # in flight is writing and its statement goes out at once (only the fast path's; any other step
+    # waits for the batch before), so PostgreSQL inserts one batch's calls while the other commits.
+    # 1: one batch at a time
+    completion_pipeline_depth: int = Field(default=2, ge=1, le=4)
     # how a program's service folds follows the policy the engines run (one setting for both);
     # DEFAULT_AGGREGATION may only say the same thing ("sum" or "critical_path")
     scheduling_policy: PolicySetting = DEFAULT_POLICY

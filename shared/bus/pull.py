@@ -156,6 +156,12 @@ class PullConsumer:
         self._buffer.clear()
         return left
 
+    async def wait_buffered(self, n: int) -> None:
+        """Return once `n` deliveries wait in the buffer, or the consumer stops."""
+        while len(self._buffer) < n and not self.stopping:
+            self._ready.clear()
+            await self._ready.wait()
+
     async def take(self) -> list[Any]:
         """Wait for at least one delivery; return up to `batch_size` in stream order ([] when stopping)."""
         while not self._buffer:

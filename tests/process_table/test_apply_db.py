@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 
 from services.process_table import sessions
-from services.process_table.apply import BatchApplier
+from services.process_table.apply import BatchApplier, Turn
 from services.process_table.db import create_engine
 from services.process_table.fold import Completion, ProgramRow
 from services.process_table.repository import StaleProgramState, apply_completions
@@ -220,3 +220,53 @@ async def test_a_batch_read_before_a_promotion_commits_is_retried_not_written(en
         await apply_completions(conn, [Completion("pr-2", "pr", "main", 2.0, 0.0)])  # the retry
         view = await sessions.lookup(conn, "pr")
     assert (view.service_s, view.wait_s, view.epoch, view.num_completed_calls) == (2.0, 0.0, 1, 2)
+
+
+async def _apply_pipelined(applier: BatchApplier, batches: list[list[Completion]], depth: int = 2) -> None:
+    """As the service's apply loop: each batch starts while up to `depth - 1` before it are in the
+    database (`Turn`), and a failed one is retried once the one before is done."""
+    slots = asyncio.Semaphore(depth)
+    tasks: list[asyncio.Task] = []
+    turn: Turn | None = None
+
+    async def one(batch: list[Completion], turn: Turn) -> None:
+        try:
+            while True:
+                try:
+                    await applier.apply(batch, turn)
+                    return
+                except StaleProgramState:
+                    await turn.wait_done()
+        finally:
+            turn.finish()
+            slots.release()
+
+    for batch in batches:
+        await slots.acquire()
+        turn = Turn(turn)
+        tasks.append(asyncio.create_task(one(batch, turn)))
+    await asyncio.gather(*tasks)
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_pipelined_batches_fold_on_the_rows_in_flight_and_match_the_ledger(engine, seed: int) -> None:
+    """Two batches in the database at once: the second folds on the rows the first is writing,
+    its update waits for the first's commit and finds that version, so both stay on the fast path."""
+    rng = random.Random(300 + seed)
+    aggregation = {f"pipe{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(4)}
+    async with engine.begin() as conn:
+        for program_id, agg in aggregation.items():
+            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    events = [e for p in aggregation for e in random_program_events(rng, p, 60)]
+    rng.shuffle(events)
+    batches = [events[i:i + 24] for i in range(0, len(events), 24)]
+    applier = BatchApplier(engine)
+    await _apply_pipelined(applier, batches)
+    assert applier.num_general <= 1  # the first batch reads the rows; every later one folds on the cache
+    expected = reference_fold(events, aggregation)
+    async with engine.connect() as conn:
+        for program_id, ledger in expected.items():
+            view = await sessions.lookup(conn, program_id)
+            assert view.num_completed_calls == ledger.num_completed_calls
+            assert view.service_s == pytest.approx(ledger.service_s, abs=1e-9)
+            assert view.thread_service_s == pytest.approx(ledger.thread_service_s, abs=1e-9)

@@ -18,8 +18,8 @@ from tests.process_table.conftest import eventually, new_id
 class DiesBeforePublishing(ProcessTableService):
     """Commits, then hangs where it would publish: what a SIGKILL at that instant leaves behind."""
 
-    async def _commit(self, batch):
-        await super()._commit(batch)
+    async def _commit(self, batch, turn):
+        await super()._commit(batch, turn)
         self.died.set()
         await asyncio.Event().wait()  # never publishes, never acks
 
