@@ -24,7 +24,13 @@ import asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.process_table.fold import Completion, ProgramRow
-from services.process_table.repository import Applied, FastPathMissed, apply_completions, execute_known, fold_known
+from services.process_table.repository import (
+    Applied,
+    FastPathMissed,
+    apply_completions,
+    execute_known,
+    fold_known,
+)
 from services.process_table.views import ServiceUpdate
 from shared.lru import LRU
 from shared.protocol.programs import is_one_call_program
@@ -74,8 +80,7 @@ class Turn:
         self._staged = loop.create_future()
         self._done = loop.create_future()
 
-    # the futures are shielded: a waiter cancelled (a stop, a race given up) must not cancel them
-    # under the other waiters
+    # shielded: a waiter cancelled (a stop) must not cancel the signal under the other waiters
     async def wait_staged(self) -> None:
         if self._before is not None:
             await asyncio.shield(self._before._staged)
@@ -83,13 +88,6 @@ class Turn:
     async def wait_done(self) -> None:
         if self._before is not None:
             await asyncio.shield(self._before._done)
-
-    @property
-    def done(self) -> bool:
-        return self._done.done()
-
-    async def wait_own_done(self) -> None:
-        await asyncio.shield(self._done)
 
     def staged(self) -> None:
         """This batch's rows are in the cache: the next batch may fold on them."""

@@ -156,59 +156,72 @@ class ProcessTableService:
 
     # --- completions and promotions (JetStream) ------------------------------------------------
     async def _apply_loop(self) -> None:
-        """Take batches in stream order and hand each to `_apply_batch`, with up to
-        COMPLETION_PIPELINE_DEPTH of them in the database at once; each publishes its updates and
-        acks after its commit, in batch order, while the next ones' transactions run."""
-        slots = asyncio.Semaphore(self.settings.completion_pipeline_depth)
-        last: asyncio.Task | None = None
-        last_turn: Turn | None = None
+        """Take batches in stream order and commit each (`_commit`); after a commit, start the next
+        batch's, then publish the committed one's updates and ack it while that transaction runs.
+        Under a backlog (a full batch waiting) up to COMPLETION_PIPELINE_DEPTH batches are in the
+        database at once (`Turn`). Batches settle in order (each waits for the one before)."""
+        in_flight: deque[tuple[list[Delivery], asyncio.Task]] = deque()
+        settling: asyncio.Task | None = None
+        turn: Turn | None = None
         try:
             while True:
-                await slots.acquire()
-                if last is not None and last.done():
-                    last.result()  # a failed settle ends the loop, as it always did
-                if last_turn is not None and not last_turn.done:
-                    await self._full_batch_or_done(last_turn)
-                batch = await self.puller.take()
-                if not batch or self._stopping:
-                    slots.release()
-                    if batch:
-                        await self.puller.nak(batch)
+                if not in_flight or (len(in_flight) < self.settings.completion_pipeline_depth
+                                     and self.puller.num_buffered >= self.settings.completion_batch_size):
+                    batch = await self.puller.take()
+                    if not batch:
+                        return
+                    turn = Turn(turn)
+                    in_flight.append((batch, asyncio.create_task(self._commit_in_turn(batch, turn))))
+                    continue
+                batch, committing = in_flight[0]
+                if len(in_flight) < self.settings.completion_pipeline_depth:
+                    await self._commit_or_full_batch(committing)
+                    if not committing.done():
+                        continue  # a full batch waits: it goes in beside this one
+                outcome = await committing
+                in_flight.popleft()
+                self._fault_after_commit(outcome)
+                if not in_flight and self.puller.num_buffered and not self._stopping:
+                    # the next batch's fold and statement go before this one's publishing, which
+                    # then overlaps that transaction
+                    batch_next = await self.puller.take()
+                    turn = Turn(turn)
+                    in_flight.append((batch_next, asyncio.create_task(self._commit_in_turn(batch_next, turn))))
+                if settling is not None:
+                    await settling
+                settling = asyncio.create_task(self._settle(outcome), name="process_table:settle")
+                if len(outcome.committed) + len(outcome.rejected) + len(outcome.held) < len(batch):  # stopping
+                    done = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
+                    await self.puller.nak([d for d in batch if id(d) not in done])
                     return
-                last_turn = Turn(last_turn)
-                last = asyncio.create_task(self._apply_batch(batch, last_turn, last, slots),
-                                           name="process_table:apply_batch")
         finally:
-            if last is not None:
-                await last
+            for batch, committing in in_flight:  # stopping: what they committed is settled, the rest nak'ed
+                outcome = await committing
+                if settling is not None:
+                    await settling
+                settling = asyncio.create_task(self._settle(outcome), name="process_table:settle")
+                done = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
+                await self.puller.nak([d for d in batch if id(d) not in done])
+            if settling is not None:
+                await settling
 
-    async def _full_batch_or_done(self, in_flight: Turn) -> None:
-        """A batch goes in beside the one in the database only when a full batch waits (a backlog);
-        at a trickle it waits for that one's commit, as a lone batch would: measured, small batches
-        side by side raised the propagation delay at 1,000 events/s."""
-        full = asyncio.create_task(self.puller.wait_buffered(self.settings.completion_batch_size))
-        done = asyncio.create_task(in_flight.wait_own_done())
+    async def _commit_in_turn(self, batch: list[Delivery], turn: Turn) -> _Outcome:
         try:
-            await asyncio.wait({full, done}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            full.cancel()
-            done.cancel()
-
-    async def _apply_batch(self, batch: list[Delivery], turn: Turn, before: asyncio.Task | None,
-                           slots: asyncio.Semaphore) -> None:
-        """Commit `batch` (beside the batch before it: `Turn`), then settle it after that one."""
-        try:
-            outcome = await self._commit(batch, turn)
+            return await self._commit(batch, turn)
         finally:
             turn.finish()
-            slots.release()
-        self._fault_after_commit(outcome)
-        if before is not None:
-            await before
-        await self._settle(outcome)
-        if len(outcome.committed) + len(outcome.rejected) + len(outcome.held) < len(batch):  # stopping
-            finished = {id(d) for d in outcome.committed + outcome.rejected + outcome.held}
-            await self.puller.nak([d for d in batch if id(d) not in finished])
+
+    async def _commit_or_full_batch(self, committing: asyncio.Task) -> None:
+        """Until the commit ends or a full batch waits. A batch goes in beside another only under a
+        backlog: small batches side by side at 1,000 events/s raised the propagation delay."""
+        if self._stopping:
+            await asyncio.wait({committing})
+            return
+        full = asyncio.create_task(self.puller.wait_buffered(self.settings.completion_batch_size))
+        try:
+            await asyncio.wait({committing, full}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            full.cancel()
 
     async def _settle(self, outcome: _Outcome) -> None:
         """After the commit, so what engines and the router see is durable: publish the updates, ack."""

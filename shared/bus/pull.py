@@ -156,6 +156,10 @@ class PullConsumer:
         self._buffer.clear()
         return left
 
+    @property
+    def num_buffered(self) -> int:
+        return len(self._buffer)
+
     async def wait_buffered(self, n: int) -> None:
         """Return once `n` deliveries wait in the buffer, or the consumer stops."""
         while len(self._buffer) < n and not self.stopping:

@@ -52,14 +52,13 @@ async def test_a_backlog_drains_with_batches_side_by_side(start_process_table, b
 
 
 async def test_a_cancelled_waiter_leaves_the_turn_to_the_others() -> None:
-    """The apply loop gives up waiting on a batch's commit when a full batch arrives first; that
-    must not cancel the commit's signal for the batches that wait on it."""
+    """A batch waiting on the one before may be cancelled (the service stops); the signal it waited
+    on must still reach the others that wait on it."""
     first = Turn()
-    second = Turn(first)
-    given_up = asyncio.create_task(first.wait_own_done())
-    waiting = asyncio.create_task(second.wait_done())
+    cancelled = asyncio.create_task(Turn(first).wait_done())
+    waiting = asyncio.create_task(Turn(first).wait_done())
     await asyncio.sleep(0)
-    given_up.cancel()
+    cancelled.cancel()
     await asyncio.sleep(0)
     first.finish()
     await asyncio.wait_for(waiting, timeout=1)
