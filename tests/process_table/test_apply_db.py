@@ -31,6 +31,12 @@ async def engine(database_url):
     await engine.dispose()
 
 
+async def _open_sessions(engine, aggregation: dict[str, ServiceAggregation]) -> None:
+    async with engine.begin() as conn:
+        for program_id, agg in aggregation.items():
+            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+
+
 async def _apply_units(engine, units, applier: BatchApplier | None = None) -> None:
     """Through the general path alone, or through the service's applier (fast path when cached)."""
     for unit in units:
@@ -51,9 +57,7 @@ async def _apply_units(engine, units, applier: BatchApplier | None = None) -> No
 async def test_database_matches_ledger_on_random_sequences(engine, seed: int, path: str) -> None:
     rng = random.Random(seed)
     aggregation = {f"s{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(4)}
-    async with engine.begin() as conn:
-        for program_id, agg in aggregation.items():
-            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    await _open_sessions(engine, aggregation)
     events = [e for p in aggregation for e in random_program_events(rng, p, rng.randint(5, 60))]
     steps = with_promotions(rng, shuffled_with_duplicates(rng, events), list(aggregation), 4)
     applier = BatchApplier(engine) if path == "applier" else None
@@ -74,9 +78,7 @@ async def test_fast_path_matches_ledger_without_duplicates(engine, seed: int) ->
     """Redelivery-free streams stay on the one-statement fast path after each program's first batch."""
     rng = random.Random(100 + seed)
     aggregation = {f"f{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(3)}
-    async with engine.begin() as conn:
-        for program_id, agg in aggregation.items():
-            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    await _open_sessions(engine, aggregation)
     events = [e for p in aggregation for e in random_program_events(rng, p, 80)]
     rng.shuffle(events)
     steps = with_promotions(rng, events, list(aggregation), 2)
@@ -159,9 +161,7 @@ async def test_concurrent_writers_never_lose_or_double_count(engine) -> None:
     loser retry, so the order-independent totals equal the core's."""
     rng = random.Random(11)
     aggregation = {"race-sum": ServiceAggregation.SUM, "race-cp": ServiceAggregation.CRITICAL_PATH}
-    async with engine.begin() as conn:
-        for program_id, agg in aggregation.items():
-            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    await _open_sessions(engine, aggregation)
     events = [Completion(call_id=f"{p}-{i}", program_id=p, thread_id=f"t{i % 3}", service_s=rng.uniform(0, 2),
                          wait_s=rng.uniform(0, 1), thread_service_at_submit_s=rng.uniform(0, 5))
               for p in aggregation for i in range(120)]
@@ -254,9 +254,7 @@ async def test_pipelined_batches_fold_on_the_rows_in_flight_and_match_the_ledger
     its update waits for the first's commit and finds that version, so both stay on the fast path."""
     rng = random.Random(300 + seed)
     aggregation = {f"pipe{seed}-p{i}": rng.choice(list(ServiceAggregation)) for i in range(4)}
-    async with engine.begin() as conn:
-        for program_id, agg in aggregation.items():
-            await sessions.open_session(conn, program_id=program_id, aggregation=agg.value)
+    await _open_sessions(engine, aggregation)
     events = [e for p in aggregation for e in random_program_events(rng, p, 60)]
     rng.shuffle(events)
     batches = [events[i:i + 24] for i in range(0, len(events), 24)]
